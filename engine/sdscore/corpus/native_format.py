@@ -1,0 +1,168 @@
+"""Read manifests with polars' native readers: sdscore Parquet, JSONL and JSON arrays, and CSV/TSV.
+
+Known columns are read leniently (numbers as text, turn fields as text) so that a bad value is a
+row-numbered validation problem rather than a parse failure of the whole file. SDiaReward and HCoT
+rows found in these files are handed to their converters.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import polars as pl
+
+from sdscore.corpus import sdiareward_format
+from sdscore.corpus.hcot_format import dataset_name, is_hcot_row, read_hcot_rows
+from sdscore.corpus.raw_table import RawTable, data_row_labels
+from sdscore.corpus.row_locations import jsonl_row_locator
+from sdscore.corpus.schemas import SCHEMAS, TURN
+from sdscore.corpus.sdiareward_format import (
+    is_sdiareward_arrow_schema,
+    is_sdiareward_row,
+    read_sdiareward_batches,
+    read_sdiareward_jsonl,
+    read_sdiareward_parquet,
+    read_sdiareward_rows,
+)
+from sdscore.errors import ManifestError
+
+
+def _lenient(dtype: pl.DataType) -> pl.DataType:
+    """The dtype to read a column as: text for scalars, lists of text, turns with text fields."""
+    if dtype == pl.List(TURN):
+        return dtype
+    if isinstance(dtype, pl.List):
+        return pl.List(pl.String)
+    return pl.String
+
+
+#: Every known column (their dtypes agree across protocols) → the dtype to read it as.
+LENIENT_DTYPES: dict[str, pl.DataType] = {
+    name: _lenient(dtype) for schema in SCHEMAS.values() for name, dtype in schema.items()
+}
+
+
+def read_parquet(path: str, source: str, base_dir: str) -> RawTable:
+    """Scan a Parquet file; one whose turns carry SDiaReward "content" is converted batch by batch."""
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(path)
+    except (OSError, ValueError) as error:  # pyarrow raises ArrowInvalid (a ValueError) on garbage
+        raise ManifestError(f"{source}: not a readable Parquet file ({error})") from error
+    if is_sdiareward_arrow_schema(parquet.schema_arrow):
+        return read_sdiareward_parquet(path, source, base_dir)
+    return RawTable(pl.scan_parquet(path), source, base_dir)
+
+
+def read_jsonl(path: str, source: str, base_dir: str) -> RawTable:
+    """Scan a JSONL file (one object a line; blank lines skipped); rows are labelled by line."""
+    first = _first_jsonl_row(path, source)
+    if is_sdiareward_row(first):
+        return read_sdiareward_jsonl(path, source, base_dir)
+    if is_hcot_row(first):
+        rows = list(jsonl_objects(path, source))
+        return read_hcot_rows(rows, source, base_dir, dataset_name(path), jsonl_row_locator(path))
+    if first is None:
+        return RawTable(pl.LazyFrame(), source, base_dir)
+    return RawTable(_jsonl_frame(path), source, base_dir, jsonl_row_locator(path))
+
+
+def _jsonl_frame(path: str) -> pl.LazyFrame:
+    """pyarrow's JSON reader when every row agrees on types (far faster and leaner than polars' on
+    nested turns); otherwise polars, with known columns read as text and typed later row by row."""
+    import pyarrow as pa
+    import pyarrow.json as pa_json
+
+    try:
+        return pl.from_arrow(pa_json.read_json(path)).lazy()
+    except pa.ArrowInvalid:
+        pass
+    # Infer from every row: a column absent from the first rows must not be dropped.
+    present = pl.scan_ndjson(path, infer_schema_length=None).collect_schema()
+    schema = pl.Schema({name: LENIENT_DTYPES.get(name, dtype) for name, dtype in present.items()})
+    return pl.scan_ndjson(path, schema=schema)
+
+
+def read_json(path: str, source: str, base_dir: str) -> RawTable:
+    """Read a JSON array of rows: SDiaReward pairs, HCoT items, or sdscore rows of any protocol."""
+    try:
+        with open(path, "rb") as handle:
+            rows = json.load(handle)
+    except json.JSONDecodeError as error:
+        raise ManifestError(
+            f"{source}: not valid JSON ({error.msg} at line {error.lineno}, column {error.colno})"
+        ) from error
+    if not isinstance(rows, list):
+        raise ManifestError(f"{source}: expected a JSON array of rows, found {type(rows).__name__}")
+    first = rows[0] if rows else None
+    if is_sdiareward_row(first):
+        return read_sdiareward_rows(rows, source, base_dir)
+    if is_hcot_row(first):
+        return read_hcot_rows(rows, source, base_dir, dataset_name(path))
+    if not all(isinstance(row, dict) for row in rows):
+        bad = next(i for i, row in enumerate(rows) if not isinstance(row, dict))
+        raise ManifestError(f"{source}: row {bad + 1} is {type(rows[bad]).__name__}, expected an object")
+    if not rows:
+        return RawTable(pl.LazyFrame(), source, base_dir)
+    names = {name for row in rows for name in row}
+    overrides = {name: LENIENT_DTYPES[name] for name in names if name in LENIENT_DTYPES}
+    del rows
+    frame = pl.read_json(path, schema_overrides=overrides, infer_schema_length=None)
+    return RawTable(frame.lazy(), source, base_dir, data_row_labels)
+
+
+def read_csv(path: str, source: str, base_dir: str, separator: str = ",") -> RawTable:
+    """Scan a CSV/TSV table (SPEARBench metadata, battles, any flat protocol) as text; validation types it."""
+    frame = pl.scan_csv(path, separator=separator, infer_schema=False)
+    return RawTable(frame, source, base_dir, data_row_labels)
+
+
+def read_arrow(path: str, source: str, base_dir: str) -> RawTable:
+    """Read an Arrow IPC file or stream (HF `save_to_disk` writes streams), SDiaReward or sdscore rows."""
+    import pyarrow as pa
+
+    schema, batches = arrow_batches(path, source)
+    table = pa.Table.from_batches(list(batches), schema=schema)
+    if is_sdiareward_arrow_schema(schema):
+        converted = sdiareward_format.columnar_pairs(pl.from_arrow(table).lazy())
+        if converted is None:
+            return read_sdiareward_batches(table.to_batches(), source, base_dir)
+        return RawTable(converted, source, base_dir, data_row_labels, "reward", "SDiaReward")
+    return RawTable(pl.from_arrow(table).lazy(), source, base_dir, data_row_labels)
+
+
+def arrow_batches(path: str, source: str) -> tuple[Any, Iterator[Any]]:
+    """The schema and record batches of an Arrow IPC stream (HF's layout) or IPC file."""
+    import pyarrow as pa
+
+    try:
+        stream = pa.ipc.open_stream(path)
+        return stream.schema, iter(stream)
+    except pa.ArrowInvalid:
+        pass
+    try:
+        file = pa.ipc.open_file(path)
+    except pa.ArrowInvalid as error:
+        raise ManifestError(f"{source}: not a readable Arrow file ({error})") from error
+    return file.schema, (file.get_batch(i) for i in range(file.num_record_batches))
+
+
+def jsonl_objects(path: str, source: str) -> Iterator[Any]:
+    """Parse the non-blank lines of a JSONL file; a bad line is a ManifestError naming it."""
+    with open(path, "rb") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ManifestError(f"{source}: line {line_number} is not valid JSON ({error.msg})") from error
+
+
+def _first_jsonl_row(path: str, source: str) -> Any:
+    for row in jsonl_objects(path, source):
+        return row
+    return None

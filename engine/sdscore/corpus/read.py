@@ -1,0 +1,147 @@
+"""read_manifest: open any supported manifest file or dataset folder as a validated polars frame.
+
+Dispatch is by suffix (a folder is a Hugging Face dataset); the protocol is taken from the format,
+the caller, or the columns. Reading never opens audio: paths are only resolved as strings.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Literal
+
+import polars as pl
+import pyarrow as pa
+
+from sdscore.corpus.audio_paths import resolve_audio_paths
+from sdscore.corpus.hf_dataset_format import read_dataset_folder
+from sdscore.corpus.native_format import jsonl_objects, read_arrow, read_csv, read_json, read_jsonl, read_parquet
+from sdscore.corpus.raw_table import RawTable
+from sdscore.corpus.schemas import ID_COLUMN, REQUIRED, SCHEMAS
+from sdscore.corpus.validate import DEFAULT_MAX_ERRORS, check_protocol, validate_manifest
+from sdscore.errors import ManifestError
+
+_READERS = {
+    ".parquet": read_parquet,
+    ".pq": read_parquet,
+    ".jsonl": read_jsonl,
+    ".ndjson": read_jsonl,
+    ".json": read_json,
+    ".csv": read_csv,
+    ".tsv": functools.partial(read_csv, separator="\t"),
+    ".arrow": read_arrow,
+    ".feather": read_arrow,
+    ".ipc": read_arrow,
+}
+
+
+def read_manifest(
+    path: str | os.PathLike,
+    protocol: str | None = None,
+    *,
+    resolve_audio: bool = True,
+    lazy: bool = False,
+    errors: Literal["raise", "collect"] = "raise",
+    max_errors: int = DEFAULT_MAX_ERRORS,
+) -> pl.DataFrame | pl.LazyFrame:
+    """Read, type and validate a manifest; relative audio paths become paths under its folder.
+
+    protocol: one of SCHEMAS, or None to infer it from the format or the columns.
+    lazy=True returns a LazyFrame: Parquet and CSV stay scans, JSON(L) is parsed into Arrow first;
+    either way the rows are validated in one pass before it returns.
+    errors: "raise" (one ManifestError listing up to max_errors problems) or "collect" (an `error`
+    column on bad rows; the others are kept). A missing id column is filled with the 0-based row number.
+    """
+    source = os.fspath(path)
+    try:
+        table = load_table(source)
+        columns = table.frame.collect_schema()
+        protocol = choose_protocol(table, columns.names(), protocol)
+        frame = _with_ids(table.frame, columns.names(), protocol)
+        if not lazy:
+            frame = frame.collect()
+        frame = validate_manifest(
+            frame, protocol, table.source, errors=errors, max_errors=max_errors, locate_rows=table.locate_rows
+        )
+    except (pl.exceptions.PolarsError, pa.ArrowException) as error:
+        raise ManifestError(_read_failure(source, error)) from error
+    if resolve_audio:
+        frame = resolve_audio_paths(frame, protocol, table.base_dir)
+    return frame
+
+
+def load_table(path: str | os.PathLike) -> RawTable:
+    """Open a manifest as read, without typing or validating it: pick the reader by suffix."""
+    source = os.fspath(path)
+    if os.path.isdir(source):
+        return read_dataset_folder(source, source)
+    if not os.path.isfile(source):
+        raise ManifestError(f"{source}: no such file or folder")
+    suffix = Path(source).suffix.lower()
+    reader = _READERS.get(suffix)
+    if reader is None:
+        raise ManifestError(
+            f"{source}: unsupported manifest type {suffix or '(no suffix)'!r}; expected "
+            f"{', '.join(_READERS)} or a dataset folder"
+        )
+    return reader(source, source, os.path.dirname(os.path.abspath(source)))
+
+
+def infer_protocol(columns: list[str], source: str = "<frame>") -> str:
+    """The one protocol whose required columns (its id aside, which can be filled) are all present."""
+    fits = [
+        name for name in SCHEMAS if all(column in columns for column in REQUIRED[name] if column != ID_COLUMN[name])
+    ]
+    if len(fits) == 1:
+        return fits[0]
+    if fits:
+        raise ManifestError(
+            f"{source}: the columns fit several protocols ({', '.join(fits)}); pass protocol= one of them"
+        )
+    needs = "; ".join(f"{name}: {', '.join(REQUIRED[name])}" for name in SCHEMAS)
+    raise ManifestError(
+        f"{source}: cannot tell the protocol from the columns ({', '.join(columns) or 'none'}); "
+        f"pass protocol= one of {', '.join(SCHEMAS)} (required columns — {needs})"
+    )
+
+
+def choose_protocol(table: RawTable, columns: list[str], protocol: str | None) -> str:
+    """The caller's protocol if given (it must agree with the format's), else the format's or the columns'."""
+    if protocol is not None:
+        check_protocol(protocol, table.source)
+        if table.protocol_hint not in (None, protocol):
+            raise ManifestError(
+                f"{table.source}: holds {table.format_name} rows for protocol '{table.protocol_hint}', not '{protocol}'"
+            )
+        return protocol
+    if table.protocol_hint is not None:
+        return table.protocol_hint
+    if not columns:
+        raise ManifestError(f"{table.source}: the file holds no rows; pass protocol= to read it as empty")
+    return infer_protocol(columns, table.source)
+
+
+def _with_ids(frame: pl.LazyFrame, columns: list[str], protocol: str) -> pl.LazyFrame:
+    """Give a frame its id column: an "id" column renamed, else the 0-based row number as text."""
+    if not columns:
+        return pl.LazyFrame(schema=SCHEMAS[protocol])
+    id_column = ID_COLUMN[protocol]
+    if id_column in columns:
+        return frame
+    if "id" in columns:
+        return frame.rename({"id": id_column})
+    return frame.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).cast(pl.String).alias(id_column))
+
+
+def _read_failure(source: str, error: Exception) -> str:
+    """Say why the file could not be read; for JSONL, find the first line that is not JSON."""
+    if Path(source).suffix.lower() in (".jsonl", ".ndjson") and os.path.isfile(source):
+        try:
+            for _row in jsonl_objects(source, source):
+                pass
+        except ManifestError as bad_line:
+            return str(bad_line)
+    text = str(error).strip()
+    first_line = text.splitlines()[0] if text else type(error).__name__
+    return f"{source}: could not read the manifest ({first_line})"

@@ -1,0 +1,24 @@
+"""The audio files a manifest refers to, listed without touching them."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from sdscore.corpus.schemas import AUDIO_COLUMNS, TURN
+
+
+def audio_paths(frame: pl.DataFrame, protocol: str) -> list[str]:
+    """Distinct audio paths referenced by a manifest frame (columns and turn structs), first-seen order."""
+    if protocol not in AUDIO_COLUMNS:
+        raise ValueError(f"unknown protocol {protocol!r}; expected one of {', '.join(AUDIO_COLUMNS)}")
+    series: list[pl.Series] = []
+    for name, dtype in frame.schema.items():
+        if dtype == pl.List(TURN):
+            series.append(frame.get_column(name).explode().struct.field("audio_path"))
+        elif name in AUDIO_COLUMNS[protocol]:
+            column = frame.get_column(name)
+            series.append(column.explode() if dtype == pl.List(pl.String) else column)
+    if not series:
+        return []
+    paths = pl.concat([s.cast(pl.String).alias("path") for s in series]).drop_nulls()
+    return paths.filter(paths != "").unique(maintain_order=True).to_list()

@@ -1,0 +1,245 @@
+"""Per-row checks of a typed manifest, as polars expressions: a failure mask and a message each.
+
+Masks are computed over every row; messages only on failing rows, so a clean 1M-row manifest costs
+a few boolean columns. Each message says what is wrong with the value, without the row or column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import polars as pl
+
+from sdscore.corpus.column_types import ORIGINAL_PREFIX, describe_dtype
+from sdscore.corpus.raw_table import PARSE_ERROR
+from sdscore.corpus.schemas import (
+    ALLOWED_VALUES,
+    ID_COLUMN,
+    REQUIRED,
+    SCENARIOS,
+    SCHEMAS,
+    TURN_ROLES,
+    UNIQUE_KEY,
+)
+
+#: Internal column: 0-based data-row index.
+ROW_INDEX = "_row_index"
+#: Internal column: 0-based index of the first row with the same unique key.
+FIRST_ROW_OF_KEY = "_first_row_of_key"
+
+
+@dataclass(frozen=True)
+class RowCheck:
+    """One rule: failed is True on rows that break it; message (String) is read on those rows only.
+
+    column is the column the message is about, or None when the message names it itself.
+    """
+
+    column: str | None
+    failed: pl.Expr
+    message: pl.Expr
+
+
+def row_checks(protocol: str, cast_checked: list[str], has_parse_error: bool) -> list[RowCheck]:
+    """All checks of a protocol, in the order problems are reported."""
+    checks: list[RowCheck] = []
+    if has_parse_error:
+        parse = pl.col(PARSE_ERROR)
+        checks.append(RowCheck(None, parse.is_not_null(), parse))
+    checks += [_cast_check(name, SCHEMAS[protocol][name]) for name in cast_checked]
+    required = [_required_check(name, SCHEMAS[protocol][name]) for name in REQUIRED[protocol]]
+    if has_parse_error:
+        # What the reader could not convert is null: its reason is reported, not "is missing".
+        converted = pl.col(PARSE_ERROR).is_null()
+        required = [RowCheck(c.column, c.failed & converted, c.message) for c in required]
+    checks += required
+    checks += [_allowed_check(name, values) for name, values in ALLOWED_VALUES[protocol].items()]
+    checks += _PROTOCOL_CHECKS[protocol]()
+    checks.append(_duplicate_check(protocol))
+    return [RowCheck(c.column, c.failed.fill_null(False), c.message) for c in checks]
+
+
+def first_row_of_key(protocol: str) -> pl.Expr:
+    """The helper column the duplicate check needs, computed over all rows before filtering."""
+    return pl.col(ROW_INDEX).min().over(list(UNIQUE_KEY[protocol])).alias(FIRST_ROW_OF_KEY)
+
+
+def _quoted(value: pl.Expr) -> pl.Expr:
+    return pl.format("'{}'", value.cast(pl.String)).fill_null("null")
+
+
+def _cast_check(name: str, dtype: pl.DataType) -> RowCheck:
+    original, typed = pl.col(ORIGINAL_PREFIX + name), pl.col(name)
+    if isinstance(dtype, pl.List):
+        bad = pl.col(ORIGINAL_PREFIX + name).list.eval(
+            pl.element().is_not_null() & pl.element().cast(dtype.inner, strict=False).is_null()
+        )
+        if dtype.inner == pl.Int64:
+            bad = pl.col(ORIGINAL_PREFIX + name).list.eval(_not_integer(pl.element()))
+        first = bad.list.arg_max()
+        value = original.list.get(first, null_on_oob=True)
+        message = pl.format(
+            "the element at index {} is {}, not {}", first, _quoted(value), pl.lit(describe_dtype(dtype.inner))
+        )
+        return RowCheck(name, bad.list.any(), message)
+    failed = _not_integer(original) if dtype == pl.Int64 else original.is_not_null() & typed.is_null()
+    message = pl.format("{} is not {}", _quoted(original), pl.lit(describe_dtype(dtype)))
+    return RowCheck(name, failed, message)
+
+
+def _not_integer(value: pl.Expr) -> pl.Expr:
+    """True where a value is present but is not a whole number (1.5 would otherwise cast to 1)."""
+    as_float = value.cast(pl.Float64, strict=False)
+    return value.is_not_null() & (as_float.is_null() | (as_float != as_float.floor()))
+
+
+def _required_check(name: str, dtype: pl.DataType) -> RowCheck:
+    column = pl.col(name)
+    failed = column.is_null()
+    message = pl.lit("is missing")
+    if dtype == pl.String:
+        failed = failed | (column.str.strip_chars() == "")
+        message = pl.when(column.is_null()).then(pl.lit("is missing")).otherwise(pl.lit("is empty"))
+    return RowCheck(name, failed, message)
+
+
+def _allowed_check(name: str, values: tuple[str, ...]) -> RowCheck:
+    column = pl.col(name)
+    failed = column.is_not_null() & ~column.is_in(values)
+    return RowCheck(name, failed, pl.format("{} is not one of {}", _quoted(column), pl.lit(", ".join(values))))
+
+
+def _duplicate_check(protocol: str) -> RowCheck:
+    key = UNIQUE_KEY[protocol]
+    id_column = pl.col(ID_COLUMN[protocol])
+    failed = id_column.is_not_null() & (pl.col(FIRST_ROW_OF_KEY) != pl.col(ROW_INDEX))
+    message = pl.format("{} repeats row {}", _quoted(id_column), pl.col(FIRST_ROW_OF_KEY) + 1)
+    if len(key) > 1:
+        others = [pl.format("{} {}", pl.lit(k), _quoted(pl.col(k))) for k in key if k != ID_COLUMN[protocol]]
+        message = pl.format(
+            "{} repeats row {} (same {})",
+            _quoted(id_column),
+            pl.col(FIRST_ROW_OF_KEY) + 1,
+            pl.concat_str(others, separator=", "),
+        )
+    return RowCheck(ID_COLUMN[protocol], failed, message)
+
+
+def _non_empty_list(name: str, what: str) -> RowCheck:
+    column = pl.col(name)
+    return RowCheck(name, column.is_not_null() & (column.list.len() == 0), pl.lit(f"has no {what}"))
+
+
+def _first_bad_element(name: str, bad_element: pl.Expr, describe: Callable[[pl.Expr, pl.Expr], pl.Expr]) -> RowCheck:
+    """A check on list elements (null counts as bad): describe(n, element) the first bad one, n from 1."""
+    bad = pl.col(name).list.eval(bad_element.fill_null(True))
+    first = bad.list.arg_max()
+    element = pl.col(name).list.get(first, null_on_oob=True)
+    return RowCheck(name, bad.list.any(), describe(first + 1, element))
+
+
+def _turn_list_checks(name: str) -> list[RowCheck]:
+    role = pl.element().struct.field("role")
+    has_no_content = pl.element().struct.field("text").is_null() & (
+        pl.element().struct.field("audio_path").fill_null("").str.strip_chars() == ""
+    )
+    return [
+        _non_empty_list(name, "turns"),
+        _first_bad_element(
+            name,
+            ~role.is_in(TURN_ROLES),
+            lambda n, turn: pl.format(
+                "turn {} has role {}, not one of {}",
+                n,
+                _quoted(turn.struct.field("role")),
+                pl.lit(", ".join(TURN_ROLES)),
+            ),
+        ),
+        _first_bad_element(
+            name, has_no_content, lambda n, _turn: pl.format("turn {} has neither text nor audio_path", n)
+        ),
+    ]
+
+
+def _path_list_checks(name: str) -> list[RowCheck]:
+    return [
+        _non_empty_list(name, "paths"),
+        _first_bad_element(
+            name,
+            pl.element().is_null() | (pl.element().str.strip_chars() == ""),
+            lambda n, _path: pl.format("the path at index {} is missing", n - 1),
+        ),
+    ]
+
+
+def _reward_checks() -> list[RowCheck]:
+    return _turn_list_checks("chosen") + _turn_list_checks("rejected")
+
+
+def _consistency_checks() -> list[RowCheck]:
+    task, scenario = pl.col("task"), pl.col("scenario")
+    turns, true_turns = pl.col("turn_paths"), pl.col("true_turns")
+    n_turns = turns.list.len()
+    candidates, labels = pl.col("candidate_paths"), pl.col("candidate_scenarios")
+    detection, discrimination = task == "detection", task == "discrimination"
+    out_of_range = (true_turns.list.min() < 0) | (true_turns.list.max() >= n_turns)
+    masked = pl.col("masked_turn")
+    return _path_list_checks("turn_paths") + [
+        RowCheck("scenario", detection & scenario.is_null(), pl.lit("is missing (detection rows need S1, S2 or S3)")),
+        RowCheck(
+            "true_turns",
+            out_of_range,
+            pl.format("{} is outside turns 0..{} ({} turn_paths)", _list_text(true_turns), n_turns - 1, n_turns),
+        ),
+        RowCheck(
+            "true_turns",
+            detection & (scenario == "S1") & (true_turns.list.len() > 0),
+            pl.format("scenario S1 is consistent but true_turns lists {}", _list_text(true_turns)),
+        ),
+        RowCheck(
+            "true_turns",
+            detection & scenario.is_in(["S2", "S3"]) & (true_turns.list.len() == 0),
+            pl.format("is empty but scenario {} alters a turn", scenario),
+        ),
+        RowCheck(
+            "candidate_paths",
+            discrimination & candidates.is_null(),
+            pl.lit("is missing (discrimination rows need candidates)"),
+        ),
+        *_path_list_checks("candidate_paths"),
+        RowCheck(
+            "candidate_scenarios",
+            labels.is_not_null() & candidates.is_not_null() & (labels.list.len() != candidates.list.len()),
+            pl.format("has {} entries but candidate_paths has {}", labels.list.len(), candidates.list.len()),
+        ),
+        _first_bad_element(
+            "candidate_scenarios",
+            ~pl.element().is_in(SCENARIOS),
+            lambda n, label: pl.format(
+                "the entry at index {} is {}, not one of {}", n - 1, _quoted(label), pl.lit(", ".join(SCENARIOS))
+            ),
+        ),
+        RowCheck(
+            "masked_turn",
+            (masked < 0) | (masked > n_turns.fill_null(0)),
+            pl.format("{} is outside 0..{} ({} turn_paths besides the masked turn)", masked, n_turns, n_turns),
+        ),
+    ]
+
+
+def _list_text(column: pl.Expr) -> pl.Expr:
+    return pl.format("[{}]", column.cast(pl.List(pl.String)).list.join(", "))
+
+
+def _no_checks() -> list[RowCheck]:
+    return []
+
+
+_PROTOCOL_CHECKS = {
+    "reward": _reward_checks,
+    "judge": _no_checks,
+    "consistency": _consistency_checks,
+    "naturalness": _no_checks,
+    "arena": _no_checks,
+}
