@@ -1,0 +1,91 @@
+"""Input checks shared by the metric modules: 1-D arrays, equal lengths, known labels, error rows.
+
+Every check raises ValueError (never ``assert``) with a message naming the argument and the problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence, Sized
+
+import numpy as np
+import polars as pl
+
+
+def as_1d(values, name: str, dtype=None) -> np.ndarray:
+    """``values`` (list, numpy array or polars Series) as a 1-D numpy array; ValueError otherwise."""
+    if isinstance(values, pl.Series):
+        values = values.to_numpy()
+    array = np.asarray(values, dtype=dtype)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {array.shape}")
+    return array
+
+
+def as_bool_1d(values, name: str) -> np.ndarray:
+    """A 1-D boolean array; integers 0/1 are accepted, anything else raises ValueError."""
+    array = as_1d(values, name)
+    if array.dtype == bool:
+        return array
+    if array.size == 0:
+        return array.astype(bool)
+    if array.dtype.kind not in "iuf" or not np.isin(array, (0, 1)).all():
+        raise ValueError(f"{name} must hold booleans (or 0/1), got dtype {array.dtype}")
+    return array.astype(bool)
+
+
+def as_finite_1d(values, name: str) -> np.ndarray:
+    """A 1-D float64 array with no NaN/Inf; the message names the first bad position."""
+    array = as_1d(values, name, dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(array))
+    if bad.size:
+        raise ValueError(f"{name} has a non-finite value {array[bad[0]]} at position {bad[0]}")
+    return array
+
+
+def check_same_length(**arrays: Sized) -> None:
+    """Raise ValueError quoting every length unless all the named arrays have the same length."""
+    lengths = {name: len(array) for name, array in arrays.items()}
+    if len(set(lengths.values())) > 1:
+        quoted = ", ".join(f"{name} has {n}" for name, n in lengths.items())
+        raise ValueError(f"lengths differ: {quoted}")
+
+
+def check_labels(values: Iterable, allowed: Sequence[str], name: str) -> None:
+    """Raise ValueError naming the first value of ``values`` not in ``allowed``."""
+    allowed_set = set(allowed)
+    for position, value in enumerate(values):
+        if not isinstance(value, str) or value not in allowed_set:
+            raise ValueError(f"{name} has unknown label {value!r} at position {position}; expected one of {list(allowed)}")
+
+
+def as_label_array(values, allowed: Sequence[str], name: str) -> np.ndarray:
+    """A 1-D object array of labels, every one checked against ``allowed``."""
+    array = as_1d(values, name, dtype=object)
+    check_labels(array, allowed, name)
+    return array
+
+
+def check_columns(frame: pl.DataFrame, required: Sequence[str], what: str) -> None:
+    """Raise ValueError listing the columns of ``required`` that ``frame`` lacks."""
+    missing = [column for column in required if column not in frame.columns]
+    if missing:
+        raise ValueError(f"{what} frame lacks column(s) {missing}; it has {frame.columns}")
+
+
+def error_mask(frame: pl.DataFrame) -> np.ndarray:
+    """Boolean ``[rows]``: the row carries an error (an ``error`` that is not null and not "")."""
+    if "error" not in frame.columns:
+        return np.zeros(frame.height, dtype=bool)
+    error = frame["error"].cast(pl.String)
+    return (error.is_not_null() & (error != "")).fill_null(False).to_numpy()
+
+
+def drop_error_rows(frame: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """Rows without an error, and how many rows carried one (see ``error_mask``)."""
+    failed = error_mask(frame)
+    return frame.filter(pl.Series(~failed)), int(failed.sum())
+
+
+def mean_or_none(values: np.ndarray) -> float | None:
+    """Mean of a 1-D array, or None when it is empty (undefined; JSON-safe, never NaN)."""
+    return float(np.mean(values)) if len(values) else None
