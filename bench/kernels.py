@@ -1,0 +1,178 @@
+"""Input GB/s of the pooling and similarity ops of sdscore.kernels vs the torch a user would write.
+
+GB/s is the size of the op's input tensors divided by its time (the same bytes for ours and peer).
+
+Peers, on the same tensors in the same run: eager one-liners for pooling (masked sum / count,
+an index for the last token, masked softmax then a weighted sum, a per-row loop for packed
+input) and per-group Python loops over F.cosine_similarity for the similarity ops. On CUDA ours
+is the Triton kernel and each row also reports ours as a fraction of the measured device copy
+bandwidth; on CPU ours is the torch reference.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import Row, best_seconds, parser, report  # noqa: E402
+
+from sdscore import kernels  # noqa: E402
+
+
+def timed(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
+    """Best seconds of fn, waiting for the device to finish each call.
+
+    Three warm-up calls first (until the allocator has settled, first calls pay page faults);
+    calls under a millisecond or so get more repeats (about 0.25 s worth, at most 200) so that a
+    busy machine still yields an undisturbed best.
+    """
+    call = fn if device.type != "cuda" else lambda: (fn(), torch.cuda.synchronize())
+    start = time.perf_counter()
+    for _ in range(3):
+        call()
+    per_call = (time.perf_counter() - start) / 3
+    return best_seconds(call, max(repeats, min(200, int(0.25 / per_call))))
+
+
+def copy_bandwidth(device: torch.device, repeats: int) -> float:
+    """Device copy GB/s, counting bytes read plus bytes written, on a 1 GiB buffer."""
+    src = torch.empty(1 << 28, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    return 2 * src.numel() * 4 / timed(lambda: dst.copy_(src), device, repeats) / 1e9
+
+
+def nbytes(*tensors: torch.Tensor) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def pooling_rows(device: torch.device, quick: bool) -> list[tuple[str, int, Callable, Callable]]:
+    """(name, bytes read, ours, peer) for the three pooling ops on a right-padded batch."""
+    cuda = device.type == "cuda"
+    batch, length, width = (32, 2048, 3584) if cuda else (16, 256 if quick else 1024, 1024)
+    dtype = torch.bfloat16 if cuda else torch.float32
+    gen = torch.Generator(device=device).manual_seed(0)
+    hidden = torch.randn(batch, length, width, dtype=dtype, device=device, generator=gen)
+    lengths = torch.randint(1, length + 1, (batch,), device=device, generator=gen)
+    mask = torch.arange(length, device=device)[None, :] < lengths[:, None]
+    weight = torch.randn(width, dtype=dtype, device=device, generator=gen) / width**0.5
+    offsets = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)])
+    values = hidden[mask]
+    read = nbytes(hidden, mask)
+    size = f"B={batch} L={length} H={width} {str(dtype).removeprefix('torch.')}"
+
+    def mean_peer():
+        m = mask.to(hidden.dtype)
+        return (hidden * m[..., None]).sum(1) / m.sum(1, keepdim=True).clamp(min=1)
+
+    def attention_peer():
+        scores = (hidden @ weight).masked_fill(~mask, float("-inf"))
+        return (torch.softmax(scores.float(), 1).to(hidden.dtype)[..., None] * hidden).sum(1)
+
+    bounds = offsets.tolist()
+    return [
+        (f"masked_mean, {size}", read, lambda: kernels.masked_mean(hidden, mask), mean_peer),
+        (
+            f"masked_mean packed vs row loop, {size}",
+            nbytes(values, offsets),
+            lambda: kernels.masked_mean(values, offsets=offsets),
+            lambda: torch.stack([values[a:b].mean(0) for a, b in zip(bounds[:-1], bounds[1:])]),
+        ),
+        (
+            f"last_token, {size}",
+            nbytes(mask) + batch * width * hidden.element_size(),
+            lambda: kernels.last_token(hidden, mask),
+            lambda: hidden[torch.arange(batch, device=device), mask.sum(1) - 1],
+        ),
+        (
+            f"attention_pool, {size}",
+            read + nbytes(weight),
+            lambda: kernels.attention_pool(hidden, mask, weight),
+            attention_peer,
+        ),
+    ]
+
+
+def similarity_rows(device: torch.device, quick: bool) -> list[tuple[str, int, Callable, Callable]]:
+    """(name, bytes read, ours, peer) for group_cosine and score_candidates on speaker-sized groups."""
+    groups = 500 if quick else 4000
+    dim = 256  # resemblyzer
+    gen = torch.Generator(device=device).manual_seed(1)
+    sizes = torch.randint(1, 21, (groups,), device=device, generator=gen)
+    offsets = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)])
+    emb = torch.randn(int(offsets[-1]), dim, device=device, generator=gen)
+    reference = torch.randn(groups, dim, device=device, generator=gen)
+    cand_group = torch.arange(groups, device=device).repeat_interleave(3)
+    cand = torch.randn(len(cand_group), dim, device=device, generator=gen)
+    bounds = offsets.tolist()
+    spans = list(zip(bounds[:-1], bounds[1:]))
+    size = f"G={groups} N={emb.shape[0]} D={dim} float32"
+
+    def group_peer():
+        out = []
+        for g, (a, b) in enumerate(spans):
+            x = emb[a:b]
+            sim = F.cosine_similarity(x[:, None], x[None], dim=-1)
+            n = b - a
+            pairwise = (sim.sum(1) - sim.diagonal()) / (n - 1) if n > 1 else torch.ones(1, device=device)
+            centroid = 1 - F.cosine_similarity(x, x.mean(0, keepdim=True))
+            out.append((pairwise, centroid, F.cosine_similarity(x, reference[g : g + 1])))
+        return out
+
+    def candidate_peer():
+        out = []
+        for c, g in zip(cand, cand_group.tolist()):
+            x = emb[spans[g][0] : spans[g][1]]
+            out.append((
+                F.cosine_similarity(c[None], x).mean(),
+                1 - F.cosine_similarity(c, x.mean(0), dim=0),
+                F.cosine_similarity(c, reference[g], dim=0),
+            ))
+        return out
+
+    return [
+        (
+            f"group_cosine vs per-group loop, {size}",
+            nbytes(emb, offsets, reference),
+            lambda: kernels.group_cosine(emb, offsets, reference),
+            group_peer,
+        ),
+        (
+            f"score_candidates vs per-candidate loop, M={len(cand)}",
+            nbytes(cand, cand_group, emb, offsets, reference),
+            lambda: kernels.score_candidates(cand, cand_group, emb, offsets, reference),
+            candidate_peer,
+        ),
+    ]
+
+
+def main() -> None:
+    args = parser(__doc__.splitlines()[0]).parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    repeats = args.repeats or (10 if args.quick else 20)
+    cases = pooling_rows(device, args.quick) + similarity_rows(device, args.quick)
+    rows, fractions = [], []
+    for name, read, ours, peer in cases:
+        ours_gbs = read / timed(ours, device, repeats) / 1e9
+        rows.append(Row(name, "GB/s", ours_gbs, read / timed(peer, device, repeats) / 1e9))
+        fractions.append(ours_gbs)
+    if device.type == "cuda":
+        copy = copy_bandwidth(device, repeats)
+        print(f"device copy bandwidth (read + write): {copy:.0f} GB/s")
+        for row, gbs in zip(rows, fractions):
+            print(f"  {row.name}: ours at {gbs / copy:.0%} of copy bandwidth")
+    else:
+        print(
+            "note: no CUDA device, so 'ours' runs the torch reference path; pooling ratios near 1 are "
+            "expected (both are eager torch), the similarity ratios measure batching vs Python loops."
+        )
+    report(f"kernels on {device.type}, best of {repeats}", rows, args.json)
+
+
+if __name__ == "__main__":
+    main()

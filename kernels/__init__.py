@@ -1,0 +1,33 @@
+"""Pooling and similarity kernels of sdscore, installed as `sdscore.kernels`.
+
+Each op validates its arguments, then runs a Triton kernel (CUDA tensors) or its torch reference
+(CPU, and the ONNX-export path); `impl="auto" | "triton" | "torch"` overrides the choice.
+"""
+
+from .pooling import attention_pool, last_token, masked_mean
+from .pooling_reference import (
+    attention_pool_packed_reference,
+    attention_pool_reference,
+    last_token_packed_reference,
+    last_token_reference,
+    masked_mean_packed_reference,
+    masked_mean_reference,
+)
+from .similarity import group_cosine, score_candidates
+from .similarity_reference import group_cosine_reference, score_candidates_reference
+
+__all__ = [
+    "attention_pool",
+    "attention_pool_packed_reference",
+    "attention_pool_reference",
+    "group_cosine",
+    "group_cosine_reference",
+    "last_token",
+    "last_token_packed_reference",
+    "last_token_reference",
+    "masked_mean",
+    "masked_mean_packed_reference",
+    "masked_mean_reference",
+    "score_candidates",
+    "score_candidates_reference",
+]
