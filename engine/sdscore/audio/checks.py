@@ -1,0 +1,64 @@
+"""Checks every audio backend applies: target rate, duration cap, finite samples."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from sdscore.errors import AudioError
+
+MAX_SAMPLE_RATE = 1_000_000
+MAX_SECONDS_ENV = "SDSCORE_MAX_AUDIO_SECONDS"
+
+
+def check_target_rate(sample_rate: int) -> int:
+    """Return the target rate as int, or raise ValueError if it is not in 1..1 MHz."""
+    if isinstance(sample_rate, bool) or int(sample_rate) != sample_rate:
+        raise ValueError(f"sample_rate must be an integer number of Hz, got {sample_rate!r}")
+    if not 1 <= int(sample_rate) <= MAX_SAMPLE_RATE:
+        raise ValueError(f"sample_rate must be in 1..{MAX_SAMPLE_RATE} Hz, got {sample_rate}")
+    return int(sample_rate)
+
+
+def resolve_max_seconds(max_seconds: float | None) -> float:
+    """The duration cap in seconds (0 = none): the argument, else $SDSCORE_MAX_AUDIO_SECONDS."""
+    if max_seconds is None:
+        raw = os.environ.get(MAX_SECONDS_ENV, "").strip()
+        if not raw:
+            return 0.0
+        try:
+            max_seconds = float(raw)
+        except ValueError:
+            raise ValueError(f"{MAX_SECONDS_ENV}={raw!r} is not a number of seconds") from None
+    if not np.isfinite(max_seconds) or max_seconds < 0:
+        raise ValueError(f"max_seconds must be a non-negative number, got {max_seconds!r}")
+    return float(max_seconds)
+
+
+def check_decoded(path: str, frames: int, sample_rate: int, max_seconds: float) -> None:
+    """Raise AudioError for a decoded stream with no frames, a bad rate or a duration over the cap."""
+    if sample_rate <= 0:
+        raise AudioError(f"{path}: sample rate {sample_rate} Hz is invalid")
+    if sample_rate > MAX_SAMPLE_RATE:
+        raise AudioError(f"{path}: absurd sample rate {sample_rate} Hz")
+    if frames <= 0:
+        raise AudioError(f"{path}: no audio samples")
+    if max_seconds > 0 and frames / sample_rate > max_seconds:
+        raise AudioError(
+            f"{path}: {format_seconds(frames / sample_rate)} s exceeds the configured cap of "
+            f"{format_seconds(max_seconds)} s"
+        )
+
+
+def format_seconds(seconds: float) -> str:
+    """Seconds to at most 3 decimals without trailing zeros (the core's format: 3, 2.5, 0.125)."""
+    return f"{seconds:.3f}".rstrip("0").rstrip(".")
+
+
+def check_finite(path: str, samples: np.ndarray) -> None:
+    """Raise AudioError naming the first non-finite sample, if any."""
+    finite = np.isfinite(samples)
+    if not finite.all():
+        first = int(np.argmin(finite.reshape(len(samples), -1).all(axis=1)))
+        raise AudioError(f"{path}: non-finite sample (NaN/Inf) at frame {first}")
