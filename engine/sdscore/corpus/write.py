@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import polars as pl
 
+from sdscore.atomic_write import atomic_path
 from sdscore.errors import ManifestError
 
 _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -25,19 +25,8 @@ def write_manifest(frame: pl.DataFrame | pl.LazyFrame, path: str | os.PathLike) 
         raise ManifestError(
             f"{target}: cannot write a manifest as {target.suffix or '(no suffix)'!r}; use one of {', '.join(_FORMATS)}"
         )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(handle)
-    try:
-        _write(frame, temp_name, kind)
-        with open(temp_name, "rb+") as written:
-            os.fsync(written.fileno())
-        os.chmod(temp_name, 0o666 & ~_umask())
-        os.replace(temp_name, target)
-    except BaseException:
-        if os.path.exists(temp_name):
-            os.unlink(temp_name)
-        raise
+    with atomic_path(target, durable=True) as temp:
+        _write(frame, str(temp), kind)
     return target
 
 
@@ -52,9 +41,3 @@ def _write(frame: pl.DataFrame | pl.LazyFrame, path: str, kind: str) -> None:
     else:
         frame.write_ndjson(path)
 
-
-def _umask() -> int:
-    """The process umask (read by setting and restoring it: there is no getter)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
