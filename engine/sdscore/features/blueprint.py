@@ -1,0 +1,247 @@
+"""TRACE's acoustic blueprint (paper Fig. 7): one JSON object per response, for an LLM judge to read.
+
+Features are extracted batched and cached by audio content: the key is the sha256 of the file's
+bytes plus a digest of the extractor settings, so an instruction shared by many pairs (or the
+same response under two paths) is extracted once, and a rerun reads the cache. Cache entries are
+JSON files written atomically (temporary file + rename); failed rows are not cached. A field that
+cannot be filled is null with its reason under ``unavailable``; a response whose audio (or an
+extractor) failed carries ``error`` instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from sdscore import __version__
+from sdscore.audio import load_many
+from sdscore.features.extract import extract, resolve
+
+SAMPLE_RATE = 16000
+CACHE_VERSION = "blueprint-features-1"
+_CHUNK = 1 << 20
+QUALITY_FIELDS = {
+    "DNSMOS_Personalized_Signal_Quality": "dnsmos_personalized_sig",
+    "DNSMOS_Personalized_Background_Quality": "dnsmos_personalized_bak",
+    "DNSMOS_Personalized_Overall_Quality": "dnsmos_personalized_ovrl",
+    "P808_Overall_Quality": "p808_mos",
+}
+PROPERTY_FIELDS = {
+    "Mean_Pitch_Hz": "pitch_mean_hz",
+    "Std_Dev_Pitch_Hz": "pitch_std_hz",
+    "Full_Pitch_Contour_Hz": "pitch_contour_hz",
+    "Integrated_Loudness_LUFS": "loudness_lufs",
+    "Std_Dev_Loudness_LUFS": "loudness_std_lu",
+    "Full_Loudness_Contour_LUFS": "loudness_contour_lufs",
+    "Speech_Rate_WPM": "speech_rate_wpm",
+    "Articulation_Rate_WPM": "articulation_rate_wpm",
+}
+
+
+def hash_file(path: str | os.PathLike) -> str:
+    """sha256 hex digest of a file's bytes (raises OSError if it cannot be read)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class FeatureCache:
+    """Feature rows (JSON objects) by key, one file each under root; a miss or a bad file is None."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+
+    def path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict | None:
+        try:
+            value = json.loads(self.path(key).read_text())
+        except (OSError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def put(self, key: str, row: Mapping) -> None:
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp"
+        )
+        try:
+            with os.fdopen(handle, "w") as out:
+                json.dump(row, out)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+class BlueprintBuilder:
+    """Loads the extractors once; ``build(paths)`` gives one blueprint per path, in order.
+
+    asr: None (no transcript or rates), "pocketsphinx" (default) or an asr options dict such as
+    {"backend": "whisper", "model_dir": DIR}; emotion_dir / accent_dir: local classifiers.
+    """
+
+    def __init__(
+        self,
+        cache_dir: str | os.PathLike | None = None,
+        asr: str | Mapping | None = "pocketsphinx",
+        emotion_dir: str | os.PathLike | None = None,
+        accent_dir: str | os.PathLike | None = None,
+        batch_size: int = 32,
+    ):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        options: dict[str, dict] = {"quality": {"standard": False}}
+        names = ["vad", "quality", "pitch", "loudness"]
+        self.missing: dict[str, str] = {}
+        if asr is None:
+            self.missing["agent_response"] = "ASR disabled"
+        else:
+            names += ["asr", "rate"]
+            options["asr"] = {"backend": asr} if isinstance(asr, str) else dict(asr)
+        for field, name, folder in (
+            ("agent_emotion", "emotion", emotion_dir),
+            ("agent_accent", "accent", accent_dir),
+        ):
+            if folder is None:
+                self.missing[field] = (
+                    f"no {name} classifier configured (none is bundled; pass {name}_dir)"
+                )
+            else:
+                names.append(name)
+                options[name] = {"model_dir": str(folder)}
+        self.names, self.options = names, options
+        self._extractors: list | None = None
+        settings = {
+            "version": CACHE_VERSION,
+            "sdscore": __version__,
+            "rate": SAMPLE_RATE,
+            "options": options,
+        }
+        self.settings_digest = hashlib.sha256(
+            json.dumps(settings, sort_keys=True, default=str).encode()
+        ).hexdigest()
+        self.cache = FeatureCache(cache_dir) if cache_dir is not None else None
+        self.batch_size = batch_size
+
+    @property
+    def extractors(self) -> list:
+        """The extractor instances, loaded on first use (a fully cached run loads no model)."""
+        if self._extractors is None:
+            self._extractors = resolve(self.names, self.options)
+        return self._extractors
+
+    def key(self, path: str | os.PathLike) -> str:
+        """Cache key of a file: sha256 of its bytes and of the extractor settings."""
+        return hashlib.sha256(
+            f"{hash_file(path)}:{self.settings_digest}".encode()
+        ).hexdigest()
+
+    def features(self, paths: Sequence[str | os.PathLike]) -> list[dict]:
+        """The feature row of each path (extractor columns + ``error``), extracting each content once."""
+        rows: list[dict | None] = [None] * len(paths)
+        todo: dict[str, list[int]] = {}
+        first_path: dict[str, str] = {}
+        for i, p in enumerate(paths):
+            try:
+                key = self.key(p)
+            except OSError as error:
+                rows[i] = {
+                    "error": f"{os.fspath(p)}: cannot read: {error.strerror or error}"
+                }
+                continue
+            cached = self.cache.get(key) if self.cache is not None else None
+            if cached is not None:
+                rows[i] = cached
+            else:
+                todo.setdefault(key, []).append(i)
+                first_path.setdefault(key, os.fspath(p))
+        keys = list(todo)
+        for b in range(0, len(keys), self.batch_size):
+            part = keys[b : b + self.batch_size]
+            batch = load_many([first_path[k] for k in part], sample_rate=SAMPLE_RATE)
+            for key, row in zip(part, extract(self.extractors, batch).to_dicts()):
+                if self.cache is not None and row["error"] is None:
+                    self.cache.put(key, row)
+                for i in todo[key]:
+                    rows[i] = row
+        return rows
+
+    def build(self, paths: Sequence[str | os.PathLike]) -> list[dict]:
+        """One TRACE blueprint per path (Fig. 7 fields, plus ``unavailable`` / ``error`` when needed)."""
+        return [blueprint(row, self.missing) for row in self.features(paths)]
+
+
+def _fixed(value, digits: int = 2):
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [round(float(v), digits) for v in value]
+    return round(float(value), digits)
+
+
+def _scores(labels, scores) -> dict | None:
+    if labels is None or scores is None:
+        return None
+    return {str(k): round(float(v), 3) for k, v in zip(labels, scores)}
+
+
+def blueprint(row: Mapping, missing: Mapping[str, str] | None = None) -> dict:
+    """A feature row as TRACE's JSON blueprint: null fields' reasons under ``unavailable``, or
+    ``error`` when the audio or an extractor failed for this response."""
+    error = row.get("error")
+    quality = {
+        field: None if row.get(col) is None else f"{float(row[col]):.2f} / 5.00"
+        for field, col in QUALITY_FIELDS.items()
+    }
+    out = {
+        "agent_response": row.get("transcript"),
+        "agent_emotion": _scores(row.get("emotion_labels"), row.get("emotion_scores")),
+        "agent_accent": _scores(row.get("accent_labels"), row.get("accent_scores")),
+        "agent_audio_quality": quality,
+        "agent_audio_properties": {
+            field: _fixed(row.get(col)) for field, col in PROPERTY_FIELDS.items()
+        },
+    }
+    if error:
+        out["error"] = error
+        return out
+    unavailable = {}
+    for field in ("agent_response", "agent_emotion", "agent_accent"):
+        if out[field] is None:
+            unavailable[field] = (missing or {}).get(field) or "not computed"
+    for group in ("agent_audio_quality", "agent_audio_properties"):
+        for field, value in out[group].items():
+            if value is None:
+                unavailable[field] = _reason(field)
+    if unavailable:
+        out["unavailable"] = unavailable
+    return out
+
+
+def _reason(field: str) -> str:
+    """Why a measured field is null when the audio itself loaded."""
+    if "Pitch" in field:
+        return "no voiced frames passed the confidence and 80-300 Hz filters"
+    if "Loudness" in field:
+        return "audio shorter than one 400 ms block, or silent below the -70 LUFS gate"
+    if "Rate" in field:
+        return "no ASR words (ASR disabled, or no speech recognised)"
+    return "audio too short or empty"
+
+
+def build_blueprints(
+    paths: Sequence[str | os.PathLike],
+    cache_dir: str | os.PathLike | None = None,
+    **options,
+) -> list[dict]:
+    """One TRACE blueprint per audio path (see BlueprintBuilder for the options)."""
+    return BlueprintBuilder(cache_dir=cache_dir, **options).build(paths)

@@ -1,0 +1,169 @@
+"""TRACE blueprints (Fig. 7): fields and formats, content-hash cache, one extraction per content."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+import sdscore.features.blueprint as bp
+from features_audio import render
+from sdscore.features import BlueprintBuilder, build_blueprints
+from test_features_classifiers import LABELS, build_onnx
+
+FIG7 = [
+    "agent_response",
+    "agent_emotion",
+    "agent_accent",
+    "agent_audio_quality",
+    "agent_audio_properties",
+]
+QUALITY = [
+    "DNSMOS_Personalized_Signal_Quality",
+    "DNSMOS_Personalized_Background_Quality",
+    "DNSMOS_Personalized_Overall_Quality",
+    "P808_Overall_Quality",
+]
+PROPERTIES = [
+    "Mean_Pitch_Hz",
+    "Std_Dev_Pitch_Hz",
+    "Full_Pitch_Contour_Hz",
+    "Integrated_Loudness_LUFS",
+    "Std_Dev_Loudness_LUFS",
+    "Full_Loudness_Contour_LUFS",
+    "Speech_Rate_WPM",
+    "Articulation_Rate_WPM",
+]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bp")
+    paths = render(folder, ("slt", "rms"))
+    copy = folder / "same_as_slt.wav"
+    shutil.copy(paths["slt"], copy)
+    return [paths["slt"], paths["rms"], folder / "missing.wav", copy]
+
+
+@pytest.fixture(scope="module")
+def counted(files, tmp_path_factory):
+    """Blueprints with ASR and an emotion classifier, counting the items that reach extract()."""
+    emotion = build_onnx(tmp_path_factory.mktemp("emo") / "emotion")
+    seen = []
+    original = bp.extract
+
+    def spy(extractors, batch, **options):
+        seen.append(len(batch))
+        return original(extractors, batch, **options)
+
+    bp.extract = spy
+    try:
+        cache = tmp_path_factory.mktemp("cache")
+        out = build_blueprints(files, cache_dir=cache, emotion_dir=emotion)
+    finally:
+        bp.extract = original
+    return out, seen, cache, emotion
+
+
+def test_fields_and_formats_follow_trace_fig7(counted):
+    blueprints, _, _, _ = counted
+    first = blueprints[0]
+    assert list(first)[:5] == FIG7
+    assert "slt" not in first["agent_response"] and "quick" in first["agent_response"]
+    assert list(first["agent_emotion"]) == LABELS and sum(
+        first["agent_emotion"].values()
+    ) == pytest.approx(1, abs=0.01)
+    assert first["agent_accent"] is None
+    assert first["unavailable"] == {
+        "agent_accent": "no accent classifier configured (none is bundled; pass accent_dir)"
+    }
+    assert list(first["agent_audio_quality"]) == QUALITY
+    assert all(
+        re.fullmatch(r"[1-5]\.\d\d / 5\.00", v)
+        for v in first["agent_audio_quality"].values()
+    )
+    props = first["agent_audio_properties"]
+    assert list(props) == PROPERTIES
+    assert (
+        len(props["Full_Pitch_Contour_Hz"]) == 20
+        and len(props["Full_Loudness_Contour_LUFS"]) == 20
+    )
+    assert (
+        120 < props["Mean_Pitch_Hz"] < 250
+        and -40 < props["Integrated_Loudness_LUFS"] < -5
+    )
+    assert props["Articulation_Rate_WPM"] > props["Speech_Rate_WPM"] > 60
+    assert all(v == round(v, 2) for v in props["Full_Pitch_Contour_Hz"])
+    json.dumps(blueprints)
+
+
+def test_failed_audio_has_null_fields_and_an_error(counted):
+    missing = counted[0][2]
+    assert missing["error"].endswith(
+        "missing.wav: cannot read: No such file or directory"
+    )
+    assert missing["agent_response"] is None and set(
+        missing["agent_audio_quality"].values()
+    ) == {None}
+    assert "unavailable" not in missing
+
+
+def test_same_content_under_two_paths_is_extracted_once(counted):
+    blueprints, seen, _, _ = counted
+    assert seen == [2]
+    assert blueprints[3] == blueprints[0]
+
+
+def test_a_rerun_reads_the_cache_without_loading_models(files, counted):
+    blueprints, _, cache, emotion = counted
+    entries = sorted(cache.rglob("*.json"))
+    assert len(entries) == 2 and not list(cache.rglob("*.tmp"))
+    builder = BlueprintBuilder(cache_dir=cache, emotion_dir=emotion)
+    assert builder.build(files) == blueprints
+    assert builder._extractors is None
+    entries[0].write_text(
+        "{not json"
+    )  # a damaged entry is a miss, recomputed and rewritten
+    assert (
+        BlueprintBuilder(cache_dir=cache, emotion_dir=emotion).build(files)
+        == blueprints
+    )
+    assert json.loads(entries[0].read_text())["error"] is None
+
+
+def test_other_settings_use_other_cache_keys(files, counted):
+    _, _, cache, emotion = counted
+    with_asr = BlueprintBuilder(cache_dir=cache, emotion_dir=emotion)
+    without = BlueprintBuilder(cache_dir=cache, asr=None)
+    assert with_asr.key(files[0]) != without.key(files[0])
+    assert with_asr.key(files[0]) == with_asr.key(files[3])
+    out = without.build(files[:1])[0]
+    assert (
+        out["agent_response"] is None
+        and out["unavailable"]["agent_response"] == "ASR disabled"
+    )
+    assert out["agent_audio_properties"]["Speech_Rate_WPM"] is None
+
+
+def test_blueprint_of_a_row_explains_each_null():
+    row = {
+        "transcript": "hi",
+        "dnsmos_personalized_sig": 3.14159,
+        "pitch_mean_hz": None,
+        "error": None,
+    }
+    out = bp.blueprint(row, {})
+    assert (
+        out["agent_audio_quality"]["DNSMOS_Personalized_Signal_Quality"]
+        == "3.14 / 5.00"
+    )
+    assert out["unavailable"]["Mean_Pitch_Hz"].startswith("no voiced frames")
+    assert out["unavailable"]["Integrated_Loudness_LUFS"].startswith(
+        "audio shorter than one 400 ms block"
+    )
+
+
+def test_bad_batch_size_is_refused():
+    with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
+        BlueprintBuilder(batch_size=0)
