@@ -1,0 +1,274 @@
+"""consistency (SpeakerSleuth): is a speaker's voice the same across their turns — prepare → score → evaluate.
+
+prepare: every audio file of the manifest (turns, references, candidates) is embedded once, in
+one batched and cached pass. score: one `group_cosine` call gives every turn's score (pairwise:
+mean cosine to the other turns, flagged below the threshold; centroid: cosine distance to the
+turns' centroid, flagged above it; reference: cosine to the reference clip, flagged below it);
+a detection row is inconsistent iff a turn is flagged. One `score_candidates` call ranks each
+discrimination row's candidates (best first; for centroid, the smallest distance). evaluate:
+SpeakerSleuth's metrics (sdscore.metrics.consistency), and a threshold sweep over the same scores.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+
+import numpy as np
+import polars as pl
+import torch
+
+from sdscore import kernels
+from sdscore.atomic_write import write_json
+from sdscore.corpus import CONSISTENCY_INSTANCES, read_manifest, write_manifest
+from sdscore.features.speaker import SpeakerEmbedder
+from sdscore.metrics.consistency import (
+    consistency_summary,
+    detection_accuracy,
+    localization_summary,
+)
+
+#: Default threshold per method (SpeakerSleuth §5.1).
+METHODS = {"pairwise": 0.4, "centroid": 0.3, "reference": 0.4}
+#: Thresholds of the sensitivity sweep (SpeakerSleuth Appendix B.2).
+SWEEP = tuple(round(0.1 * k, 1) for k in range(1, 8))
+RESULTS = pl.Schema({
+    "task": pl.String,
+    "instance_id": pl.String,
+    "dataset": pl.String,
+    "scenario": pl.String,
+    "method": pl.String,
+    "threshold": pl.Float64,
+    "inconsistent_pred": pl.Boolean,
+    "flagged_turns": pl.List(pl.Int64),
+    "true_turns": pl.List(pl.Int64),
+    "turn_scores": pl.List(pl.Float64),
+    "ranking": pl.List(pl.String),
+    "candidate_scores": pl.List(pl.Float64),
+    "error": pl.String,
+})
+
+Progress = Callable[[str, int, int], None]
+
+
+def check_method(method: str, threshold: float | None) -> float:
+    """The threshold to use: the method's default when None (ValueError on an unknown method or bad value)."""
+    if method not in METHODS:
+        raise ValueError(f"unknown consistency method {method!r}; expected one of {', '.join(METHODS)}")
+    if threshold is None:
+        return METHODS[method]
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
+        raise ValueError(f"threshold must be a finite number, got {threshold!r}")
+    return float(threshold)
+
+
+def flag_turns(scores: list[float], method: str, threshold: float) -> list[int]:
+    """Indices of flagged turns: distance above the threshold (centroid), similarity below it (else)."""
+    if method == "centroid":
+        return [t for t, s in enumerate(scores) if s > threshold]
+    return [t for t, s in enumerate(scores) if s < threshold]
+
+
+def _rank(scores: np.ndarray, method: str) -> np.ndarray:
+    """Candidate order, best first; ties keep the manifest's order."""
+    return np.argsort(scores if method == "centroid" else -scores, kind="stable")
+
+
+def _with_manifest_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """The frame with every CONSISTENCY_INSTANCES column (absent ones null) and an error column."""
+    missing = [pl.lit(None, dtype).alias(name) for name, dtype in CONSISTENCY_INSTANCES.items() if name not in frame.columns]
+    if "error" not in frame.columns:
+        missing.append(pl.lit(None, pl.String).alias("error"))
+    return frame.with_columns(missing) if missing else frame
+
+
+def prepare_consistency(
+    frame: pl.DataFrame, embedder: SpeakerEmbedder, progress: Progress | None = None
+) -> tuple[dict[str, int], np.ndarray, list[str | None]]:
+    """Embed each distinct audio path of the rows without an error: (row of path, emb [P, D], errors [P])."""
+    rows = frame.filter(pl.col("error").is_null())
+    paths: dict[str, int] = {}
+    for column in ("turn_paths", "candidate_paths"):
+        for group in rows[column].to_list():
+            for path in group or ():
+                if path is not None:
+                    paths.setdefault(path, len(paths))
+    for path in rows["reference_path"].to_list():
+        if path is not None:
+            paths.setdefault(path, len(paths))
+    embeddings, errors = embedder.try_embed_files(list(paths), progress)
+    return paths, embeddings, errors
+
+
+def _row_problem(row: dict, method: str, index: dict[str, int], errors: list[str | None]) -> str | None:
+    """Why a manifest row cannot be scored (None if it can)."""
+    if row["error"] is not None:
+        return row["error"]
+    turns = row["turn_paths"] or []
+    if not turns or any(p is None for p in turns):
+        return "turn_paths must list at least one audio path (and no nulls)"
+    if row["task"] not in ("detection", "discrimination"):
+        return f"task must be 'detection' or 'discrimination', got {row['task']!r}"
+    for t, path in enumerate(turns):
+        if errors[index[path]] is not None:
+            return f"turn_paths[{t}]: {errors[index[path]]}"
+    if method == "reference":
+        if row["reference_path"] is None:
+            return "method 'reference' needs reference_path"
+        if errors[index[row["reference_path"]]] is not None:
+            return f"reference_path: {errors[index[row['reference_path']]]}"
+    if row["task"] == "discrimination":
+        candidates, labels = row["candidate_paths"] or [], row["candidate_scenarios"] or []
+        if not candidates or len(candidates) != len(labels) or any(p is None for p in candidates):
+            return (f"discrimination needs candidate_paths and candidate_scenarios of equal, non-zero length, "
+                    f"got {len(candidates)} and {len(labels)}")
+        for c, path in enumerate(candidates):
+            if errors[index[path]] is not None:
+                return f"candidate_paths[{c}]: {errors[index[path]]}"
+    return None
+
+
+def score_consistency(
+    frame: pl.DataFrame,
+    embedder: SpeakerEmbedder,
+    method: str = "pairwise",
+    threshold: float | None = None,
+    *,
+    progress: Progress | None = None,
+) -> pl.DataFrame:
+    """One RESULTS row per manifest row, in order; a row that cannot be scored carries its error.
+
+    turn_scores are the method's per-turn scores (turn order); detection rows get
+    inconsistent_pred and flagged_turns, discrimination rows the ranking (scenario labels of the
+    candidates, best first) and candidate_scores (in the manifest's candidate order).
+    """
+    threshold = check_method(method, threshold)
+    frame = _with_manifest_columns(frame)
+    index, embeddings, errors = prepare_consistency(frame, embedder, progress)
+    records = frame.select(*CONSISTENCY_INSTANCES.names(), "error").to_dicts()
+    problems = [_row_problem(row, method, index, errors) for row in records]
+    scored = [i for i, p in enumerate(problems) if p is None]
+
+    emb = torch.from_numpy(embeddings)
+    turn_rows = [index[p] for i in scored for p in records[i]["turn_paths"]]
+    lengths = [len(records[i]["turn_paths"]) for i in scored]
+    offsets = torch.zeros(len(scored) + 1, dtype=torch.int64)
+    offsets[1:] = torch.cumsum(torch.tensor(lengths, dtype=torch.int64), 0)
+    turns = emb[turn_rows] if turn_rows else emb.new_zeros(0, embedder.dim)
+    reference = None
+    if method == "reference":
+        reference = emb[[index[records[i]["reference_path"]] for i in scored]] if scored else emb.new_zeros(0, embedder.dim)
+    per_turn = kernels.group_cosine(turns, offsets, reference)[method].double().numpy()
+
+    discrimination = [g for g, i in enumerate(scored) if records[i]["task"] == "discrimination"]
+    cand_rows = [index[p] for g in discrimination for p in records[scored[g]]["candidate_paths"]]
+    cand_group = [g for g in discrimination for _ in records[scored[g]]["candidate_paths"]]
+    candidate_scores = np.zeros(0)
+    if cand_rows:
+        candidate_scores = kernels.score_candidates(
+            emb[cand_rows], torch.tensor(cand_group, dtype=torch.int64), turns, offsets, reference
+        )[method].double().numpy()
+
+    out = [{
+        "task": row["task"], "instance_id": row["instance_id"], "dataset": row["dataset"],
+        "scenario": row["scenario"], "method": method, "threshold": threshold, "true_turns": row["true_turns"],
+        "error": problem,
+    } for row, problem in zip(records, problems)]
+    bounds, cand_start = offsets.tolist(), 0
+    for g, i in enumerate(scored):
+        scores = per_turn[bounds[g]: bounds[g + 1]].tolist()
+        out[i]["turn_scores"] = scores
+        if records[i]["task"] == "detection":
+            flagged = flag_turns(scores, method, threshold)
+            out[i]["flagged_turns"], out[i]["inconsistent_pred"] = flagged, bool(flagged)
+        else:
+            labels = records[i]["candidate_scenarios"]
+            q = candidate_scores[cand_start: cand_start + len(labels)]
+            cand_start += len(labels)
+            out[i]["candidate_scores"] = q.tolist()
+            out[i]["ranking"] = [labels[c] for c in _rank(q, method)]
+    return pl.DataFrame(out, schema=RESULTS)
+
+
+def _method_of(results: pl.DataFrame) -> str:
+    methods = results["method"].drop_nulls().unique().to_list() if "method" in results.columns else []
+    if len(methods) != 1 or methods[0] not in METHODS:
+        raise ValueError(f"results must come from one scoring method of {', '.join(METHODS)}, got {methods}")
+    return methods[0]
+
+
+def sweep_thresholds(results: pl.DataFrame, thresholds=SWEEP) -> pl.DataFrame:
+    """Detection accuracy and localization per threshold, re-deciding from the stored turn_scores.
+
+    One row per threshold: threshold, S1, S2, S3, balanced (detection accuracy) and the
+    localization keys (S1_f1, S2_precision, ..., balanced_f1). Nothing is re-embedded.
+    """
+    method = _method_of(results)
+    rows = results.filter(
+        (pl.col("task") == "detection") & pl.col("error").is_null() & pl.col("turn_scores").is_not_null()
+    )
+    if rows.height == 0:
+        raise ValueError("no scored detection rows to sweep (every row has an error or no turn_scores)")
+    scores, scenarios, truth = rows["turn_scores"].to_list(), rows["scenario"], rows["true_turns"]
+    table = []
+    for threshold in thresholds:
+        flagged = [flag_turns(s, method, float(threshold)) for s in scores]
+        detection = detection_accuracy(scenarios, [bool(f) for f in flagged])
+        localization = localization_summary(scenarios, flagged, truth)
+        table.append({"threshold": float(threshold), **detection, **localization})
+    return pl.DataFrame(table)
+
+
+def evaluate_consistency(results: pl.DataFrame) -> dict:
+    """SpeakerSleuth metrics of a results frame (metrics.consistency_summary), with row counts and the method."""
+    summary = consistency_summary(results)
+    summary["n_rows"] = results.height
+    if "method" in results.columns and results["method"].drop_nulls().n_unique() == 1:
+        summary["method"] = results["method"].drop_nulls()[0]
+        summary["threshold"] = results["threshold"].drop_nulls()[0]
+    return summary
+
+
+def run_score(
+    manifest_path: str | os.PathLike,
+    out_path: str | os.PathLike,
+    embedder: str | SpeakerEmbedder = "ge2e",
+    method: str = "pairwise",
+    threshold: float | None = None,
+    model_dir: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    progress: Progress | None = None,
+) -> pl.DataFrame:
+    """Read a consistency manifest, score it, write the results as Parquet atomically, return them.
+
+    Malformed manifest rows are kept and carry their validation error.
+    """
+    check_method(method, threshold)
+    frame = read_manifest(manifest_path, "consistency", errors="collect")
+    if isinstance(embedder, str):
+        embedder = SpeakerEmbedder(embedder, model_dir, cache_dir=cache_dir)
+    results = score_consistency(frame, embedder, method, threshold, progress=progress)
+    write_manifest(results, out_path)
+    return results
+
+
+def run_eval(
+    results_path: str | os.PathLike, out_json: str | os.PathLike, plot_path: str | os.PathLike | None = None
+) -> dict:
+    """Metrics of a results Parquet as JSON (with the threshold sweep), and the sweep plot when asked."""
+    results = pl.read_parquet(results_path)
+    metrics = evaluate_consistency(results)
+    sweepable = results.filter((pl.col("task") == "detection") & pl.col("error").is_null()).height > 0
+    sweep = sweep_thresholds(results) if sweepable else None
+    metrics["threshold_sweep"] = None if sweep is None else sweep.to_dicts()
+    if plot_path is not None:
+        if sweep is None:
+            raise ValueError(f"{results_path}: no scored detection rows, so there is no threshold sweep to plot")
+        from sdscore.report.consistency_plots import plot_threshold_sweep
+
+        plot_threshold_sweep(sweep, plot_path, method=metrics.get("method"))
+    write_json(out_json, metrics)
+    return metrics
+
+

@@ -1,0 +1,64 @@
+"""The judge protocol (TRACE): blueprint/transcript/audio LLM judges over an OpenAI-compatible
+endpoint, a rule baseline, deterministic fusion, and agreement statistics with human labels."""
+
+from sdscore.metrics.fusion import FUSION_RULES, JUDGE_LABELS, fuse, fuse_many
+from sdscore.protocols.judge.client import (
+    ChatClient,
+    ChatResult,
+    Price,
+    RetryPolicy,
+    Usage,
+)
+from sdscore.protocols.judge.interface import DIMENSIONS, Judge, JudgeItem, Verdict
+from sdscore.protocols.judge.llm_judge import LLMJudge
+from sdscore.protocols.judge.probes import (
+    ablation_flip_rates,
+    attribution,
+    content_counterfactual,
+)
+from sdscore.protocols.judge.prompts import PROMPT_MODES, PromptTemplate, load_prompt
+from sdscore.protocols.judge.protocol import (
+    demo_judge,
+    evaluate_judges,
+    make_judge,
+    results_settings,
+    run_eval,
+    run_score,
+    score_judge,
+)
+from sdscore.protocols.judge.replies import ReplyError, parse_reply
+from sdscore.protocols.judge.rule_judge import RuleBaselineJudge, RuleThresholds
+
+__all__ = [
+    "DIMENSIONS",
+    "FUSION_RULES",
+    "JUDGE_LABELS",
+    "PROMPT_MODES",
+    "ChatClient",
+    "ChatResult",
+    "Judge",
+    "JudgeItem",
+    "LLMJudge",
+    "Price",
+    "PromptTemplate",
+    "ReplyError",
+    "RetryPolicy",
+    "RuleBaselineJudge",
+    "RuleThresholds",
+    "Usage",
+    "Verdict",
+    "ablation_flip_rates",
+    "attribution",
+    "content_counterfactual",
+    "demo_judge",
+    "evaluate_judges",
+    "fuse",
+    "fuse_many",
+    "load_prompt",
+    "make_judge",
+    "parse_reply",
+    "results_settings",
+    "run_eval",
+    "run_score",
+    "score_judge",
+]

@@ -1,0 +1,348 @@
+"""An OpenAI-compatible chat-completions client for LLM judges, over httpx.
+
+It retries 429, 5xx, timeouts and connection failures with exponential backoff and full jitter
+(honouring Retry-After), re-asks when a reply does not validate, holds at most ``concurrency``
+requests in flight across threads, caches validated replies on disk and adds up tokens and cost.
+Every loop is bounded: at most ``max_retries + 1`` HTTP attempts per reply and ``reply_retries + 1``
+replies per call, each attempt within ``timeout_s``. ``json_mode`` adds
+``response_format={"type": "json_object"}``; cached replies are those that validated. The API key is read from the environment
+(SDSCORE_JUDGE_API_KEY, then OPENAI_API_KEY), sent as a Bearer token, and kept out of reprs,
+logs, errors and the cache.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import math
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from sdscore.errors import JudgeError
+from sdscore.protocols.judge.cache import ReplyCache, request_key
+from sdscore.protocols.judge.replies import ReplyError
+
+log = logging.getLogger(__name__)
+
+#: environment variables read for the API key, in order
+API_KEY_ENV = ("SDSCORE_JUDGE_API_KEY", "OPENAI_API_KEY")
+_SHOWN_BODY = 300
+_NOT_JSON = object()  # a 2xx answer whose body did not decode
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one reply, from the response's ``usage`` (audio tokens are part of prompt tokens)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    audio_tokens: int = 0
+
+    @classmethod
+    def from_response(cls, usage: Any) -> Usage:
+        """Read an OpenAI ``usage`` object; missing or malformed counts are 0."""
+        if not isinstance(usage, Mapping):
+            return cls()
+        details = usage.get("prompt_tokens_details")
+        audio = details.get("audio_tokens") if isinstance(details, Mapping) else 0
+        return cls(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")), _count(audio))
+
+
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
+
+
+@dataclass(frozen=True)
+class Price:
+    """List prices in USD per million tokens; audio input defaults to the text input price."""
+
+    input: float
+    output: float
+    audio_input: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("input", "output", "audio_input"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"Price.{name} must be a finite number >= 0, got {value!r}")
+
+    def cost(self, usage: Usage) -> float:
+        """USD for one reply's usage."""
+        audio_price = self.input if self.audio_input is None else self.audio_input
+        text_in = max(usage.prompt_tokens - usage.audio_tokens, 0)
+        return (text_in * self.input + usage.audio_tokens * audio_price + usage.completion_tokens * self.output) / 1e6
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry: HTTP failures, then replies that do not validate."""
+
+    max_retries: int = 4
+    reply_retries: int = 2
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 20.0
+    max_retry_after_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_retries", "reply_retries"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"RetryPolicy.{name} must be an integer >= 0, got {value!r}")
+        for name in ("backoff_base_s", "backoff_max_s", "max_retry_after_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"RetryPolicy.{name} must be a finite number >= 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """One validated reply: its text, parsed value, usage, list-price cost and whether it came from the cache."""
+
+    content: str
+    parsed: Any
+    usage: Usage
+    cost: float | None
+    cached: bool
+    attempts: int
+
+
+@dataclass
+class Totals:
+    """What a client has done so far: HTTP requests, retries, cache hits, tokens and USD spent."""
+
+    requests: int = 0
+    retries: int = 0
+    invalid_replies: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    audio_tokens: int = 0
+    cost: float | None = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain dict of the counters."""
+        with self._lock:
+            return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def add(self, **counts: int) -> None:
+        """Add to integer counters, atomically."""
+        with self._lock:
+            for name, value in counts.items():
+                setattr(self, name, getattr(self, name) + value)
+
+    def add_reply(self, usage: Usage, cost: float | None) -> None:
+        """Count one paid reply's tokens and cost (cost stays None once a reply could not be priced)."""
+        with self._lock:
+            self.prompt_tokens += usage.prompt_tokens
+            self.completion_tokens += usage.completion_tokens
+            self.audio_tokens += usage.audio_tokens
+            self.cost = None if cost is None or self.cost is None else self.cost + cost
+
+
+def api_key_from_env() -> str | None:
+    """The first non-empty key among API_KEY_ENV, or None."""
+    for name in API_KEY_ENV:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def _retry_after_seconds(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None when absent or unreadable."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    return max(seconds, 0.0) if math.isfinite(seconds) else None
+
+
+class ChatClient:
+    """A thread-safe chat client for one model at one endpoint; ``params`` go into every request and the
+    cache key, ``prices`` maps model → Price, ``seed`` and ``sleep`` make the backoff testable."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        concurrency: int = 8,
+        retry: RetryPolicy | None = None,
+        json_mode: bool = True,
+        params: Mapping[str, Any] | None = None,
+        prices: Mapping[str, Price] | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        seed: int | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+        if not isinstance(model, str) or not model:
+            raise ValueError("model must be a non-empty string")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+        if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
+            raise ValueError(f"timeout_s must be a finite number > 0, got {timeout_s!r}")
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.concurrency = concurrency
+        self.timeout_s = float(timeout_s)
+        self.retry = retry or RetryPolicy()
+        self.params = dict(params or {})
+        if json_mode:
+            self.params["response_format"] = {"type": "json_object"}
+        self.price = (prices or {}).get(model)
+        self.cache = None if cache_dir is None else ReplyCache(cache_dir)
+        self.totals = Totals(cost=None if self.price is None else 0.0)
+        self._api_key = api_key if api_key is not None else api_key_from_env()
+        self._sleep = sleep
+        self._rng = random.Random(seed)
+        self._rng_lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(concurrency)
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        self._http = httpx.Client(
+            headers=headers,
+            timeout=httpx.Timeout(self.timeout_s),
+            limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+        )
+
+    def __repr__(self) -> str:
+        key = "set" if self._api_key else "none"
+        return f"ChatClient(url={self.url!r}, model={self.model!r}, concurrency={self.concurrency}, api_key={key})"
+
+    def __enter__(self) -> ChatClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._api_key, "[redacted]") if self._api_key else text
+
+    def _backoff(self, attempt: int) -> float:
+        cap = min(self.retry.backoff_max_s, self.retry.backoff_base_s * 2.0**attempt)
+        with self._rng_lock:
+            return self._rng.uniform(0.0, cap)
+
+    def complete(self, messages: list[dict[str, Any]], parse: Callable[[str], Any] | None = None) -> ChatResult:
+        """The first reply that ``parse`` accepts (its ReplyError = ask again); ReplyError when none does,
+        JudgeError when HTTP retries run out or the endpoint refuses (4xx other than 429)."""
+        key = None
+        if self.cache is not None:
+            key = request_key(self.model, messages, self.params)
+            hit = self._from_cache(self.cache.get(key), parse)
+            if hit is not None:
+                return hit
+        body = {"model": self.model, "messages": messages, **self.params}
+        last_error: ReplyError | None = None
+        attempts = 0
+        with self._slots:
+            for _ in range(self.retry.reply_retries + 1):
+                raw, tries = self._post(body)
+                attempts += tries
+                usage = Usage.from_response(raw.get("usage") if isinstance(raw, dict) else None)
+                cost = self._cost(usage)
+                self.totals.add_reply(usage, cost)
+                try:
+                    content = _message_content(raw)
+                    parsed = parse(content) if parse is not None else content
+                except ReplyError as error:
+                    last_error = error
+                    self.totals.add(invalid_replies=1)
+                    log.warning("judge reply did not validate (%s); asking again", self._redact(str(error)))
+                    continue
+                if self.cache is not None and key is not None:
+                    self.cache.put(key, {"content": content, "usage": vars(usage), "model": self.model})
+                return ChatResult(content, parsed, usage, cost, cached=False, attempts=attempts)
+        raise ReplyError(
+            self._redact(f"no valid reply after {self.retry.reply_retries + 1} replies; last: {last_error}")
+        )
+
+    def _from_cache(self, entry: dict[str, Any] | None, parse: Callable[[str], Any] | None) -> ChatResult | None:
+        """A result from a cache entry, or None when there is none or it no longer validates."""
+        if entry is None or not isinstance(entry.get("content"), str):
+            return None
+        try:
+            parsed = parse(entry["content"]) if parse is not None else entry["content"]
+        except ReplyError:
+            return None
+        usage = Usage.from_response(entry.get("usage"))
+        self.totals.add(cache_hits=1)
+        return ChatResult(entry["content"], parsed, usage, self._cost(usage), cached=True, attempts=0)
+
+    def _cost(self, usage: Usage) -> float | None:
+        return None if self.price is None else self.price.cost(usage)
+
+    def _post(self, body: dict[str, Any]) -> tuple[Any, int]:
+        """POST until a 2xx answer or retries run out; returns (decoded JSON, attempts made)."""
+        attempt = 0
+        while True:
+            self.totals.add(requests=1)
+            retry_after = None
+            try:
+                response = self._http.post(self.url, json=body)
+            except httpx.TimeoutException:
+                reason = f"timed out after {self.timeout_s:g} s"
+            except httpx.TransportError as error:
+                reason = f"connection failed ({type(error).__name__})"
+            else:
+                status = response.status_code
+                if 200 <= status < 300:
+                    try:
+                        return response.json(), attempt + 1
+                    except ValueError:
+                        return _NOT_JSON, attempt + 1
+                if status != 429 and status < 500:
+                    raise JudgeError(self._refusal(status, response.text))
+                reason = f"HTTP {status}"
+                retry_after = _retry_after_seconds(response.headers.get("retry-after"))
+            if attempt == self.retry.max_retries:
+                raise JudgeError(f"{self.url}: request failed after {attempt + 1} attempts; last: {reason}")
+            if retry_after is not None:
+                delay = min(retry_after, self.retry.max_retry_after_s)
+            else:
+                delay = self._backoff(attempt)
+            self.totals.add(retries=1)
+            log.warning("judge request %s; retry %d/%d in %.2f s", reason, attempt + 1, self.retry.max_retries, delay)
+            self._sleep(delay)
+            attempt += 1
+
+    def _refusal(self, status: int, text: str) -> str:
+        shown = text if len(text) <= _SHOWN_BODY else text[:_SHOWN_BODY] + "…"
+        message = f"{self.url} refused the request: HTTP {status}: {shown.strip()}"
+        if status in (401, 403):
+            message += f" (set the API key in {' or '.join(API_KEY_ENV)})"
+        return self._redact(message)
+
+
+def _message_content(raw: Any) -> str:
+    """choices[0].message.content of a chat-completions response; ReplyError when absent."""
+    if raw is _NOT_JSON:
+        raise ReplyError("response body is not JSON")
+    try:
+        content = raw["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        raise ReplyError("response has no choices[0].message.content") from None
+    if not isinstance(content, str):
+        raise ReplyError(f"response message content is {type(content).__name__}, expected text")
+    return content

@@ -1,0 +1,122 @@
+"""LLMJudge: rates pairs with an LLM over an OpenAI-compatible chat endpoint.
+
+Modes: ``blueprint`` (TRACE — each response's acoustic blueprint in the Fig. 7 layout),
+``transcript`` (the ASR transcripts only) and ``audio`` (16 kHz PCM WAV clips as input_audio
+parts, for audio-capable endpoints). Items run on ``client.concurrency`` threads; a reply that
+does not validate is asked again by the client, and an item that still fails carries its error.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+import soundfile as sf
+
+from sdscore import audio
+from sdscore.errors import JudgeError, SdscoreError
+from sdscore.protocols.judge import blueprint_view as bv
+from sdscore.protocols.judge.client import ChatClient
+from sdscore.protocols.judge.interface import (
+    JudgeItem,
+    Progress,
+    Verdict,
+    check_instruction_source,
+    instruction_of,
+)
+from sdscore.protocols.judge.prompts import PromptTemplate, load_prompt
+from sdscore.protocols.judge.replies import parse_reply
+
+AUDIO_SAMPLE_RATE = 16000
+
+
+def wav_bytes(path: str, sample_rate: int = AUDIO_SAMPLE_RATE) -> bytes:
+    """The file decoded to mono at sample_rate and re-encoded as 16-bit PCM WAV."""
+    samples = audio.load(path, sample_rate)
+    buffer = io.BytesIO()
+    sf.write(buffer, samples, sample_rate, format="WAV", subtype="PCM_16")
+    return buffer.getvalue()
+
+
+class LLMJudge:
+    """An LLM judge in one prompt mode; ``name`` defaults to ``llm-<mode>``."""
+
+    def __init__(
+        self,
+        client: ChatClient,
+        mode: str = "blueprint",
+        prompt: PromptTemplate | None = None,
+        instruction_source: str = "text",
+        name: str | None = None,
+    ):
+        self.client = client
+        self.prompt = prompt or load_prompt(mode)
+        if self.prompt.mode != mode:
+            raise ValueError(f"the prompt is for {self.prompt.mode} mode but the judge runs in {mode} mode")
+        self.mode = mode
+        self.instruction_source = check_instruction_source(instruction_source)
+        self.name = name or f"llm-{mode}"
+        self.needs_blueprints = mode in ("blueprint", "transcript")
+        self.needs_instruction_blueprint = instruction_source == "asr"
+
+    def __repr__(self) -> str:
+        return f"LLMJudge(name={self.name!r}, mode={self.mode!r}, client={self.client!r})"
+
+    def messages(self, item: JudgeItem) -> list[dict]:
+        """The chat messages for one item; JudgeError when the item lacks what the mode needs."""
+        instruction = instruction_of(item, self.instruction_source)
+        if self.mode == "audio":
+            if instruction is None and not item.instruction_path:
+                raise JudgeError(f"item {item.item_id}: no instruction text and no instruction audio")
+            fields = {
+                "instruction": instruction,
+                "instruction_audio": wav_bytes(item.instruction_path) if item.instruction_path else None,
+                "audio_1": wav_bytes(item.audio1_path),
+                "audio_2": wav_bytes(item.audio2_path),
+            }
+            return self.prompt.messages(fields)
+        if instruction is None:
+            hint = " (or use instruction_source='asr')" if self.instruction_source == "text" else ""
+            raise JudgeError(f"item {item.item_id}: no instruction to state{hint}")
+        if item.blueprint1 is None or item.blueprint2 is None:
+            raise JudgeError(f"item {item.item_id}: the {self.mode} mode needs both responses' blueprints")
+        if self.mode == "blueprint":
+            responses = [json.dumps(bv.trace_view(b), ensure_ascii=False) for b in (item.blueprint1, item.blueprint2)]
+        else:
+            responses = [bv.transcript_of(b) or "(empty transcript)" for b in (item.blueprint1, item.blueprint2)]
+        return self.prompt.messages(
+            {"instruction": instruction, "response_1": responses[0], "response_2": responses[1]}
+        )
+
+    def judge_one(self, item: JudgeItem) -> Verdict:
+        """Ask the model about one item; JudgeError names the item and what failed."""
+        try:
+            result = self.client.complete(self.messages(item), parse=parse_reply)
+        except JudgeError as error:
+            message = str(error)
+            raise JudgeError(
+                message if message.startswith(f"item {item.item_id}:") else f"item {item.item_id}: {message}"
+            )
+        except SdscoreError as error:
+            raise JudgeError(f"item {item.item_id}: {error}") from error
+        reply = result.parsed
+        return Verdict(
+            reply["content"], reply["voice_quality"], reply["paralinguistics"], reply["reasoning"], result.cost
+        )
+
+    def judge_many(self, items: Sequence[JudgeItem], progress: Progress | None = None) -> list[Verdict | JudgeError]:
+        """Judge items on client.concurrency threads, in input order."""
+        out: list[Verdict | JudgeError | None] = [None] * len(items)
+        stage = f"judge: {self.name}"
+        with ThreadPoolExecutor(max_workers=self.client.concurrency, thread_name_prefix="sdscore-judge") as pool:
+            futures = {pool.submit(self.judge_one, item): i for i, item in enumerate(items)}
+            for done, future in enumerate(as_completed(futures), start=1):
+                try:
+                    out[futures[future]] = future.result()
+                except JudgeError as error:
+                    out[futures[future]] = error
+                if progress is not None:
+                    progress(stage, done, len(items))
+        return out  # type: ignore[return-value]

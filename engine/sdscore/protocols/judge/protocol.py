@@ -1,0 +1,444 @@
+"""The judge protocol: score pairs with a judge and fuse (score_judge), compare judges with the
+human labels (evaluate_judges), and the file-to-file entry points the CLI calls (run_score, run_eval).
+
+Statistics: accuracy counts an errored row as wrong; κ, confusion matrices and probes use the rows
+that have a prediction; a dimension without human labels gets None. overall_ci95 is a seeded paired
+bootstrap over the items with a human overall label (the same resampled items for every judge), and
+McNemar (exact, two-sided) compares each pair of judges on those items.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from sdscore.atomic_write import atomic_path, write_json
+from sdscore.corpus import read_manifest
+from sdscore.errors import JudgeError
+from sdscore.metrics.agreement import (
+    cohen_kappa,
+    confusion_matrix,
+    mcnemar_p,
+    paired_bootstrap_ci,
+)
+from sdscore.metrics.fusion import FUSION_RULES, JUDGE_LABELS, fuse
+from sdscore.protocols.judge.client import ChatClient, Price
+from sdscore.protocols.judge.interface import (
+    DIMENSIONS,
+    Judge,
+    JudgeItem,
+    Progress,
+    Verdict,
+)
+from sdscore.protocols.judge.llm_judge import LLMJudge
+from sdscore.protocols.judge.probes import (
+    ablation_flip_rates,
+    attribution,
+    content_counterfactual,
+)
+from sdscore.protocols.judge.prompts import load_prompt
+from sdscore.protocols.judge.rule_judge import RuleBaselineJudge
+
+LABEL_COLUMNS = (*DIMENSIONS, "overall")
+PRED_COLUMNS = tuple(f"{name}_pred" for name in LABEL_COLUMNS)
+RESULT_SCHEMA = pl.Schema(
+    {
+        "item_id": pl.String,
+        **dict.fromkeys(PRED_COLUMNS, pl.String),
+        "reasoning": pl.String,
+        "cost": pl.Float64,
+        "error": pl.String,
+    }
+)
+#: Parquet key-value metadata key of a results file: JSON with judge, fusion, model, mode, usage.
+METADATA_KEY = "sdscore.judge"
+JUDGE_KINDS = ("rule", "openai")
+BASE_URL_ENV = ("SDSCORE_JUDGE_BASE_URL", "OPENAI_BASE_URL")
+
+
+def _column(frame: pl.DataFrame, name: str) -> list:
+    return frame.get_column(name).to_list() if name in frame.columns else [None] * frame.height
+
+
+def _blueprint(blueprints: Mapping[str, dict] | None, path: str | None, role: str) -> dict | None:
+    """The blueprint of path; JudgeError when one is needed but missing or failed."""
+    if blueprints is None or path is None:
+        return None
+    blueprint = blueprints.get(path)
+    if blueprint is None:
+        raise JudgeError(f"no blueprint for the {role} ({path})")
+    if blueprint.get("error"):
+        raise JudgeError(f"the {role}'s blueprint failed: {blueprint['error']}")
+    return blueprint
+
+
+def judge_items(
+    frame: pl.DataFrame, judge: Judge, blueprints: Mapping[str, dict] | None
+) -> list[JudgeItem | JudgeError]:
+    """JudgeItems from a JUDGE_ITEMS frame with the blueprints the judge needs, looked up by audio path;
+    a needed blueprint that is missing or failed becomes the row's error."""
+    responses = blueprints if judge.needs_blueprints else None
+    instructions = blueprints if judge.needs_instruction_blueprint else None
+    out: list[JudgeItem | JudgeError] = []
+    columns = ("item_id", "audio1_path", "audio2_path", "instruction_text", "instruction_path")
+    for item_id, audio1, audio2, text, instruction_path in zip(*(_column(frame, c) for c in columns)):
+        try:
+            out.append(
+                JudgeItem(
+                    item_id=str(item_id),
+                    audio1_path=audio1,
+                    audio2_path=audio2,
+                    instruction_text=text,
+                    instruction_path=instruction_path,
+                    blueprint1=_blueprint(responses, audio1, "response 1"),
+                    blueprint2=_blueprint(responses, audio2, "response 2"),
+                    instruction_blueprint=_blueprint(instructions, instruction_path, "instruction"),
+                )
+            )
+        except JudgeError as error:
+            out.append(JudgeError(f"item {item_id}: {error}"))
+    return out
+
+
+def blueprint_paths(frame: pl.DataFrame, judge: Judge) -> list[str]:
+    """The distinct audio files whose blueprints the judge needs, in first-seen order."""
+    columns = ["audio1_path", "audio2_path"] if judge.needs_blueprints else []
+    if judge.needs_instruction_blueprint:
+        columns.append("instruction_path")
+    paths = [p for c in columns for p in _column(frame, c) if p]
+    return list(dict.fromkeys(paths))
+
+
+def _check_fusion(fusion: str) -> None:
+    if fusion not in FUSION_RULES:
+        raise ValueError(f"unknown fusion rule {fusion!r}; expected one of {list(FUSION_RULES)}")
+
+
+def score_judge(
+    frame: pl.DataFrame,
+    judge: Judge,
+    fusion: str = "speakbench",
+    blueprints: Mapping[str, dict] | None = None,
+    progress: Progress | None = None,
+) -> pl.DataFrame:
+    """One row per input row: C/VQ/P labels, fused overall, reasoning, cost, error and the manifest's
+    label columns; blueprints (audio path → blueprint) are built with build_blueprints when not given."""
+    _check_fusion(fusion)
+    if blueprints is None and (judge.needs_blueprints or judge.needs_instruction_blueprint):
+        from sdscore.features.blueprint import build_blueprints
+
+        paths = blueprint_paths(frame, judge)
+        blueprints = dict(zip(paths, build_blueprints(paths)))
+    items = judge_items(frame, judge, blueprints)
+    ready = [item for item in items if isinstance(item, JudgeItem)]
+    verdicts = judge.judge_many(ready, progress) if ready else []
+    if len(verdicts) != len(ready):
+        raise JudgeError(f"judge {judge.name} returned {len(verdicts)} verdicts for {len(ready)} items")
+    given = iter(verdicts)
+    results: list[Verdict | JudgeError] = [next(given) if isinstance(i, JudgeItem) else i for i in items]
+    rows: dict[str, list] = {name: [] for name in RESULT_SCHEMA}
+    for item_id, result in zip(_column(frame, "item_id"), results):
+        rows["item_id"].append(None if item_id is None else str(item_id))
+        if isinstance(result, Verdict):
+            labels = (result.content, result.voice_quality, result.paralinguistics)
+            fused = fuse(*labels, rule=fusion)
+            values = [*labels, fused, result.reasoning, result.cost, None]
+        else:
+            values = [None] * 6 + [str(result) or type(result).__name__]
+        for name, value in zip(list(RESULT_SCHEMA)[1:], values):
+            rows[name].append(value)
+    out = pl.DataFrame(rows, schema=RESULT_SCHEMA)
+    labels = [name for name in LABEL_COLUMNS if name in frame.columns]
+    return out.with_columns(frame.select(labels).cast(pl.String)) if labels else out
+
+
+def _correct(truth: np.ndarray, pred: np.ndarray) -> np.ndarray:
+    """Item-wise correctness; a missing prediction (an errored row) counts as wrong."""
+    return np.array([p is not None and p == t for t, p in zip(truth, pred)], dtype=bool)
+
+
+def _aligned(results: Mapping[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """The result frames in one item order: as given when the item_id sequences agree, else sorted by item_id."""
+    if not results:
+        raise ValueError("no judge results given")
+    for name, frame in results.items():
+        missing = [c for c in ("item_id", *PRED_COLUMNS, "error") if c not in frame.columns]
+        if missing:
+            raise ValueError(f"results of judge {name!r} lack columns {missing}")
+    frames = dict(results)
+    first_name, first = next(iter(frames.items()))
+    ids = first.get_column("item_id").to_list()
+    if all(frame.get_column("item_id").to_list() == ids for frame in frames.values()):
+        return frames
+    for name, frame in frames.items():
+        if frame.get_column("item_id").n_unique() != frame.height:
+            raise ValueError(f"results of judge {name!r} repeat item ids and their order differs from {first_name!r}'s")
+        if set(frame.get_column("item_id").to_list()) != set(ids):
+            raise ValueError(f"judges {first_name!r} and {name!r} were run on different items")
+    return {name: frame.sort("item_id") for name, frame in frames.items()}
+
+
+def _labels(frames: Mapping[str, pl.DataFrame]) -> dict[str, np.ndarray]:
+    """Human labels per dimension (null where absent); they must agree across the result files."""
+    labels: dict[str, np.ndarray] = {}
+    for dimension in LABEL_COLUMNS:
+        seen = [frame.get_column(dimension).to_list() for frame in frames.values() if dimension in frame.columns]
+        if not seen:
+            continue
+        if any(values != seen[0] for values in seen):
+            raise ValueError(f"the result files disagree on the human {dimension!r} labels")
+        labels[dimension] = np.asarray(seen[0], dtype=object)
+    if "overall" not in labels:
+        raise ValueError("the results have no human 'overall' labels to evaluate against")
+    return labels
+
+
+def _nan_to_none(value: float) -> float | None:
+    return None if np.isnan(value) else float(value)
+
+
+def _judge_metrics(frame: pl.DataFrame, labels: Mapping[str, np.ndarray], rule: str) -> dict[str, Any]:
+    accuracy: dict[str, float | None] = dict.fromkeys(LABEL_COLUMNS)
+    kappa: dict[str, float | None] = dict.fromkeys(LABEL_COLUMNS)
+    confusion = {}
+    for dimension, truth in labels.items():
+        pred = np.asarray(frame.get_column(f"{dimension}_pred").to_list(), dtype=object)
+        has_label = np.array([t is not None for t in truth])
+        both = has_label & np.array([p is not None for p in pred])
+        accuracy[dimension] = float(_correct(truth[has_label], pred[has_label]).mean()) if has_label.any() else None
+        kappa[dimension] = _nan_to_none(cohen_kappa(truth[both], pred[both])) if both.any() else None
+        confusion[dimension] = confusion_matrix(truth[both], pred[both]).tolist()
+    predicted = frame.filter(pl.col("error").is_null())
+    dims = [np.asarray(predicted.get_column(f"{d}_pred").to_list(), dtype=object) for d in DIMENSIONS]
+    ok = frame.get_column("error").is_null().to_numpy()
+    with_truth = {d: labels[d][ok] for d in ("paralinguistics", "voice_quality") if d in labels}
+    overall = labels["overall"]
+    scored = ok & np.array([t is not None for t in overall])
+    costs = frame.get_column("cost").drop_nulls()
+    return {
+        "n_items": frame.height,
+        "n_errors": int(frame.height - ok.sum()),
+        "accuracy": accuracy,
+        "kappa": kappa,
+        "confusion": {"labels": list(JUDGE_LABELS), **confusion},
+        "probes": {
+            "p1_content_counterfactual": content_counterfactual(
+                *dims, rule=rule, labels=with_truth if len(with_truth) == 2 else None
+            ),
+            "p2_flip_rate": ablation_flip_rates(*dims, rule=rule),
+            "p3": attribution(
+                overall[scored], np.asarray(frame.get_column("overall_pred").to_list(), dtype=object)[scored]
+            ),
+        },
+        "cost": {
+            "total_usd": float(costs.sum()) if costs.len() else None,
+            "usd_per_item": float(costs.sum()) / frame.height if costs.len() and frame.height else None,
+            "priced_items": int(costs.len()),
+        },
+    }
+
+
+def evaluate_judges(
+    results: Mapping[str, pl.DataFrame],
+    seed: int = 0,
+    n_boot: int = 10_000,
+    fusion: str | Mapping[str, str] = "speakbench",
+) -> dict[str, Any]:
+    """Agreement of each judge with the human labels (fractions), McNemar between judges, probes and
+    cost; ``fusion`` is the rule each judge's results were fused with (for P1/P2). See the module doc."""
+    frames = _aligned(results)
+    labels = _labels(frames)
+    rules = {name: fusion if isinstance(fusion, str) else fusion.get(name, "speakbench") for name in frames}
+    for rule in rules.values():
+        _check_fusion(rule)
+    has_overall = np.array([t is not None for t in labels["overall"]])
+    if not has_overall.any():
+        raise ValueError("no item has a human overall label")
+    correct = {
+        name: _correct(
+            labels["overall"][has_overall],
+            np.asarray(frame.get_column("overall_pred").to_list(), dtype=object)[has_overall],
+        )
+        for name, frame in frames.items()
+    }
+    intervals = paired_bootstrap_ci(correct, n_boot=n_boot, seed=seed)
+    judges = {}
+    for name, frame in frames.items():
+        metrics = _judge_metrics(frame, labels, rules[name])
+        metrics["overall_ci95"] = [intervals[name]["lower"], intervals[name]["upper"]]
+        metrics["fusion"] = rules[name]
+        judges[name] = metrics
+    names = list(frames)
+    mcnemar = [
+        {"a": a, "b": b, "p_value": mcnemar_p(correct[a], correct[b])}
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+    ]
+    cost_table = [
+        {"judge": name, "overall_accuracy": m["accuracy"].get("overall"), "n_errors": m["n_errors"], **m["cost"]}
+        for name, m in judges.items()
+    ]
+    return {
+        "n_items": int(has_overall.size),
+        "n_labelled": int(has_overall.sum()),
+        "bootstrap": {"n_boot": n_boot, "seed": seed, "level": 0.95},
+        "judges": judges,
+        "mcnemar": mcnemar,
+        "cost": cost_table,
+    }
+
+
+def make_judge(
+    judge: str = "rule",
+    *,
+    base_url: str | None = None,
+    model: str | None = None,
+    mode: str = "blueprint",
+    prompt_file: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    concurrency: int = 8,
+    instruction_source: str = "text",
+    prices: Mapping[str, Price] | None = None,
+    timeout_s: float = 60.0,
+) -> RuleBaselineJudge | LLMJudge:
+    """The rule baseline, or an LLM judge at an OpenAI-compatible endpoint (base_url from the argument
+    or SDSCORE_JUDGE_BASE_URL / OPENAI_BASE_URL; replies cached under cache_dir/replies)."""
+    if judge == "rule":
+        return RuleBaselineJudge(instruction_source=instruction_source)
+    if judge != "openai":
+        raise ValueError(f"unknown judge {judge!r}; expected one of {list(JUDGE_KINDS)}")
+    base_url = base_url or next((os.environ[v] for v in BASE_URL_ENV if os.environ.get(v)), None)
+    if not base_url:
+        raise ValueError(f"the openai judge needs base_url (or {' / '.join(BASE_URL_ENV)} set)")
+    if not model:
+        raise ValueError("the openai judge needs a model name")
+    client = ChatClient(
+        base_url,
+        model,
+        concurrency=concurrency,
+        prices=prices,
+        timeout_s=timeout_s,
+        cache_dir=None if cache_dir is None else Path(cache_dir) / "replies",
+    )
+    return LLMJudge(client, mode, load_prompt(mode, prompt_file), instruction_source, name=f"llm-{mode}")
+
+
+def _write_parquet(frame: pl.DataFrame, path: Path, metadata: dict[str, str]) -> None:
+    """Write atomically: a temp file in the same folder, then a rename."""
+    with atomic_path(path, durable=True) as temp:
+        frame.write_parquet(temp, metadata=metadata)
+
+
+def run_score(
+    manifest: str | os.PathLike,
+    out: str | os.PathLike,
+    judge: str = "rule",
+    fusion: str = "speakbench",
+    base_url: str | None = None,
+    model: str | None = None,
+    mode: str = "blueprint",
+    prompt_file: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    concurrency: int = 8,
+    progress: Progress | None = None,
+    instruction_source: str = "text",
+    prices: Mapping[str, Price] | None = None,
+) -> pl.DataFrame:
+    """`sdscore score judge`: read the manifest, build blueprints (cached under cache_dir/blueprints),
+    judge, fuse, and write OUT.parquet with the run's settings in its metadata; returns the frame."""
+    _check_fusion(fusion)
+    frame = read_manifest(manifest, protocol="judge")
+    scorer = make_judge(
+        judge,
+        base_url=base_url,
+        model=model,
+        mode=mode,
+        prompt_file=prompt_file,
+        cache_dir=cache_dir,
+        concurrency=concurrency,
+        instruction_source=instruction_source,
+        prices=prices,
+    )
+    blueprints = None
+    paths = blueprint_paths(frame, scorer)
+    if paths:
+        from sdscore.features.blueprint import build_blueprints
+
+        blueprint_cache = None if cache_dir is None else Path(cache_dir) / "blueprints"
+        blueprints = dict(zip(paths, build_blueprints(paths, cache_dir=blueprint_cache)))
+    try:
+        result = score_judge(frame, scorer, fusion, blueprints, progress)
+    finally:
+        if isinstance(scorer, LLMJudge):
+            scorer.client.close()
+    settings: dict[str, Any] = {"judge": scorer.name, "fusion": fusion, "instruction_source": instruction_source}
+    if isinstance(scorer, LLMJudge):
+        settings.update(model=model, mode=mode, prompt=scorer.prompt.source, usage=scorer.client.totals.as_dict())
+    _write_parquet(result, Path(out), {METADATA_KEY: json.dumps(settings)})
+    return result
+
+
+def results_settings(path: str | os.PathLike) -> dict[str, Any]:
+    """The settings run_score stored in a results file ({} for files written otherwise)."""
+    raw = pl.read_parquet_metadata(path).get(METADATA_KEY)
+    try:
+        settings = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return settings if isinstance(settings, dict) else {}
+
+
+def run_eval(
+    results_paths: Sequence[str | os.PathLike],
+    out_json: str | os.PathLike,
+    plots_dir: str | os.PathLike | None = None,
+    seed: int = 0,
+    n_boot: int = 10_000,
+) -> dict[str, Any]:
+    """`sdscore eval judge`: evaluate results files (a judge is named by its file's stem), write
+    METRICS.json and, with plots_dir, one confusion-matrix PNG per judge; returns the metrics."""
+    paths = [Path(p) for p in results_paths]
+    names = [p.stem for p in paths]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"results files share the stem(s) {repeated}; a judge is named by its file's stem")
+    for path in paths:
+        if not path.is_file():
+            raise ValueError(f"{path}: no such results file")
+    results = {name: pl.read_parquet(path) for name, path in zip(names, paths)}
+    fusion = {name: results_settings(path).get("fusion", "speakbench") for name, path in zip(names, paths)}
+    metrics = evaluate_judges(results, seed=seed, n_boot=n_boot, fusion=fusion)
+    if plots_dir is not None:
+        from sdscore.report.judge_plots import plot_confusions
+
+        metrics["plots"] = {name: str(p) for name, p in plot_confusions(metrics, plots_dir).items()}
+    write_json(out_json, metrics)
+    return metrics
+
+
+def demo_judge(
+    manifest: str | os.PathLike, out_dir: str | os.PathLike, progress: Progress | None = None
+) -> dict[str, Any]:
+    """The judge stage of `sdscore demo`: the rule baseline fused by `speakbench` and, as TRACE's
+    Tab. 11 ablation, by `majority`; metrics and confusion plots under out_dir; returns a summary."""
+    out = Path(out_dir)
+    results = []
+    for fusion in ("speakbench", "majority"):
+        path = out / f"rule-{fusion}.parquet"
+        run_score(manifest, path, judge="rule", fusion=fusion, cache_dir=out / "cache", progress=progress)
+        results.append(path)
+    metrics = run_eval(results, out / "metrics.json", plots_dir=out / "plots")
+    return {
+        "judge": "rule baseline",
+        "metrics": str(out / "metrics.json"),
+        "overall_accuracy": {name: m["accuracy"]["overall"] for name, m in metrics["judges"].items()},
+        "overall_ci95": {name: m["overall_ci95"] for name, m in metrics["judges"].items()},
+        "errors": {name: m["n_errors"] for name, m in metrics["judges"].items()},
+        "mcnemar": metrics["mcnemar"],
+    }

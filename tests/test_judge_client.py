@@ -1,0 +1,321 @@
+"""ChatClient against a real HTTP server on 127.0.0.1: replies, failures, retries, cache, limits, cost."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from judge_server import ChatServer, Reply, completion, labels_json
+
+from sdscore.errors import JudgeError
+from sdscore.protocols.judge.client import ChatClient, Price, RetryPolicy, Usage
+from sdscore.protocols.judge.replies import ReplyError, parse_reply
+
+KEY = "sk-test-S3CRET-0123456789"
+MESSAGES = [{"role": "system", "content": "judge"}, {"role": "user", "content": "which is better?"}]
+FAST = RetryPolicy(max_retries=3, reply_retries=2, backoff_base_s=0.01, backoff_max_s=0.05, max_retry_after_s=5.0)
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch):
+    monkeypatch.setenv("SDSCORE_JUDGE_API_KEY", KEY)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+
+def make_client(server: ChatServer, sleeps: list | None = None, **kwargs) -> ChatClient:
+    options = {"retry": FAST, "timeout_s": 2.0, "seed": 0, "sleep": (sleeps.append if sleeps is not None else None)}
+    options.update(kwargs)
+    if options["sleep"] is None:
+        del options["sleep"]
+    return ChatClient(server.base_url, "judge-model", **options)
+
+
+def script(*replies: Reply):
+    """A responder giving replies in order, then repeating the last one."""
+    return lambda index, body, headers: replies[min(index, len(replies) - 1)]
+
+
+def test_canned_reply_is_parsed_and_the_request_is_openai_shaped():
+    with ChatServer(script(completion(labels_json()))) as server, make_client(server) as client:
+        result = client.complete(MESSAGES, parse=parse_reply)
+    assert result.parsed == {"content": "1", "voice_quality": "both_good", "paralinguistics": "2", "reasoning": "ok"}
+    assert (result.cached, result.attempts) == (False, 1)
+    headers, body = server.requests[0]
+    assert headers["authorization"] == f"Bearer {KEY}"
+    assert body == {"model": "judge-model", "messages": MESSAGES, "response_format": {"type": "json_object"}}
+
+
+def test_params_are_sent_and_json_mode_can_be_off():
+    with ChatServer(script(completion("plain"))) as server:
+        with make_client(server, json_mode=False, params={"temperature": 0.0}) as client:
+            assert client.complete(MESSAGES).content == "plain"
+    assert server.requests[0][1] == {"model": "judge-model", "messages": MESSAGES, "temperature": 0.0}
+
+
+def test_openai_api_key_is_the_fallback(monkeypatch):
+    monkeypatch.delenv("SDSCORE_JUDGE_API_KEY")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-other")
+    with ChatServer(script(completion(labels_json()))) as server, make_client(server) as client:
+        client.complete(MESSAGES)
+    assert server.requests[0][0]["authorization"] == "Bearer sk-other"
+
+
+def test_no_key_sends_no_authorization(monkeypatch):
+    monkeypatch.delenv("SDSCORE_JUDGE_API_KEY")
+    with ChatServer(script(completion(labels_json()))) as server, make_client(server) as client:
+        client.complete(MESSAGES)
+        assert "api_key=none" in repr(client)
+    assert "authorization" not in server.requests[0][0]
+
+
+def test_malformed_json_is_asked_again_then_accepted():
+    replies = script(completion("{not json"), completion("```json\n" + labels_json(content="2") + "\n```"))
+    with ChatServer(replies) as server, make_client(server) as client:
+        result = client.complete(MESSAGES, parse=parse_reply)
+        assert client.totals.as_dict()["invalid_replies"] == 1
+    assert result.parsed["content"] == "2"
+    assert result.attempts == 2
+    assert len(server.requests) == 2
+
+
+def test_wrong_labels_every_time_raise_after_the_reply_retries():
+    with ChatServer(script(completion(labels_json(content="tie")))) as server, make_client(server) as client:
+        with pytest.raises(ReplyError, match=r"no valid reply after 3 replies; last: .*content label 'tie'"):
+            client.complete(MESSAGES, parse=parse_reply)
+    assert len(server.requests) == 3
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [
+        ("<html>oops</html>", "response body is not JSON"),
+        ({"choices": []}, r"no choices\[0\].message.content"),
+        ({"choices": [{"message": {"content": None}}]}, "content is NoneType, expected text"),
+    ],
+)
+def test_broken_success_bodies_are_reply_errors(body, match):
+    with ChatServer(script(Reply(200, body))) as server, make_client(server) as client:
+        with pytest.raises(ReplyError, match=match):
+            client.complete(MESSAGES, parse=parse_reply)
+    assert len(server.requests) == FAST.reply_retries + 1
+
+
+def test_429_honours_retry_after_seconds():
+    sleeps: list[float] = []
+    replies = script(Reply(429, {"error": "slow down"}, {"Retry-After": "2"}), completion(labels_json()))
+    with ChatServer(replies) as server, make_client(server, sleeps) as client:
+        client.complete(MESSAGES, parse=parse_reply)
+        assert client.totals.as_dict()["retries"] == 1
+    assert sleeps == [2.0]
+    assert len(server.requests) == 2
+
+
+def test_retry_after_is_capped_and_http_dates_are_read():
+    sleeps: list[float] = []
+    replies = script(
+        Reply(429, {}, {"Retry-After": "3600"}),
+        Reply(503, {}, {"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}),  # in the past: no wait
+        completion(labels_json()),
+    )
+    with ChatServer(replies) as server, make_client(server, sleeps) as client:
+        client.complete(MESSAGES)
+    assert sleeps == [FAST.max_retry_after_s, 0.0]
+
+
+def test_5xx_are_retried_with_jittered_exponential_backoff():
+    sleeps: list[float] = []
+    replies = script(Reply(500, {}), Reply(502, {}), Reply(503, {}), completion(labels_json()))
+    with ChatServer(replies) as server, make_client(server, sleeps) as client:
+        assert client.complete(MESSAGES, parse=parse_reply).attempts == 4
+    assert len(sleeps) == 3
+    for attempt, delay in enumerate(sleeps):
+        assert 0.0 <= delay <= min(FAST.backoff_max_s, FAST.backoff_base_s * 2**attempt)
+    with ChatServer(replies) as server, make_client(server, again := []) as client:
+        client.complete(MESSAGES)
+    assert again == sleeps  # the same seed gives the same jitter
+
+
+def test_persistent_5xx_gives_up_after_max_retries():
+    with ChatServer(script(Reply(500, {"error": "down"}))) as server, make_client(server, []) as client:
+        with pytest.raises(JudgeError, match=r"request failed after 4 attempts; last: HTTP 500"):
+            client.complete(MESSAGES)
+    assert len(server.requests) == FAST.max_retries + 1
+
+
+def test_4xx_is_not_retried():
+    with ChatServer(script(Reply(400, {"error": {"message": "bad model"}}))) as server, make_client(server) as client:
+        with pytest.raises(JudgeError, match=r"refused the request: HTTP 400: .*bad model"):
+            client.complete(MESSAGES)
+    assert len(server.requests) == 1
+
+
+def test_timeout_is_retried_and_then_succeeds():
+    sleeps: list[float] = []
+    replies = script(Reply(delay_s=1.0, body={}), completion(labels_json()))
+    with ChatServer(replies) as server, make_client(server, sleeps, timeout_s=0.25) as client:
+        result = client.complete(MESSAGES, parse=parse_reply)
+    assert result.attempts == 2
+    assert len(sleeps) == 1
+
+
+def test_timeouts_every_time_give_up():
+    policy = RetryPolicy(max_retries=1, backoff_base_s=0.0)
+    with ChatServer(script(Reply(delay_s=0.8, body={}))) as server:
+        with make_client(server, [], timeout_s=0.2, retry=policy) as client:
+            with pytest.raises(JudgeError, match=r"failed after 2 attempts; last: timed out after 0.2 s"):
+                client.complete(MESSAGES)
+
+
+def test_slow_reply_within_the_timeout_is_not_retried():
+    sleeps: list[float] = []
+    with ChatServer(script(Reply(delay_s=0.3, body=completion(labels_json()).body))) as server:
+        with make_client(server, sleeps, timeout_s=2.0) as client:
+            assert client.complete(MESSAGES, parse=parse_reply).attempts == 1
+    assert sleeps == [] and len(server.requests) == 1
+
+
+def test_connection_refused_is_retried_then_reported():
+    with ChatServer(script(completion("x"))) as server:
+        url = server.base_url
+    client = ChatClient(url, "m", retry=RetryPolicy(max_retries=2, backoff_base_s=0.0), sleep=lambda s: None)
+    with client, pytest.raises(JudgeError, match=r"failed after 3 attempts; last: connection failed \(ConnectError\)"):
+        client.complete(MESSAGES)
+
+
+def test_api_key_never_leaves_the_authorization_header(tmp_path, caplog):
+    echo = lambda index, body, headers: Reply(401, {"error": "bad key", "got": headers.get("authorization")})
+    caplog.set_level(logging.DEBUG)
+    with ChatServer(echo) as server, make_client(server, cache_dir=tmp_path) as client:
+        assert KEY not in repr(client) and "api_key=set" in repr(client)
+        with pytest.raises(JudgeError, match=r"HTTP 401.*\[redacted\].*SDSCORE_JUDGE_API_KEY") as info:
+            client.complete(MESSAGES)
+    assert KEY not in str(info.value)
+    assert server.requests[0][0]["authorization"] == f"Bearer {KEY}"
+    replies = script(Reply(500, {}), completion("{bad"), completion(labels_json()))
+    with ChatServer(replies) as server, make_client(server, cache_dir=tmp_path) as client:
+        client.complete(MESSAGES, parse=parse_reply)
+    cached = [p.read_text() for p in tmp_path.rglob("*.json")]
+    assert len(cached) == 1 and KEY not in cached[0]
+    assert caplog.records and all(KEY not in record.getMessage() for record in caplog.records)
+    assert KEY not in caplog.text
+
+
+def test_cache_hits_make_no_request(tmp_path):
+    with ChatServer(script(completion(labels_json(), 1000, 50))) as server:
+        prices = {"judge-model": Price(input=1.0, output=2.0)}
+        with make_client(server, cache_dir=tmp_path, prices=prices) as client:
+            first = client.complete(MESSAGES, parse=parse_reply)
+            second = client.complete(MESSAGES, parse=parse_reply)
+            assert client.totals.as_dict()["cache_hits"] == 1
+            assert client.totals.as_dict()["cost"] == pytest.approx(first.cost)
+        with make_client(server, cache_dir=tmp_path) as fresh:
+            assert fresh.complete(MESSAGES, parse=parse_reply).cached
+            fresh.complete(MESSAGES + [{"role": "user", "content": "again"}])
+        with make_client(server, cache_dir=tmp_path, params={"temperature": 0.5}) as other:
+            other.complete(MESSAGES)
+    assert len(server.requests) == 3  # first call, the new messages, the new params
+    assert not first.cached and second.cached
+    assert second.parsed == first.parsed and second.usage == first.usage and second.cost == first.cost
+
+
+def test_unreadable_or_invalid_cache_entries_are_misses(tmp_path):
+    with ChatServer(script(completion(labels_json(content="tie")), completion(labels_json()))) as server:
+        with make_client(server, cache_dir=tmp_path, retry=RetryPolicy(reply_retries=0)) as client:
+            client.complete(MESSAGES)  # cached without validation
+            entry = next(tmp_path.rglob("*.json"))
+            client.complete(MESSAGES, parse=parse_reply)  # the cached reply fails parse: asked again
+            assert json.loads(entry.read_text())["content"] == labels_json()
+            entry.write_text("{truncated")
+            client.complete(MESSAGES)
+    assert len(server.requests) == 3
+
+
+def test_concurrency_limit_is_respected():
+    slow = lambda index, body, headers: Reply(delay_s=0.15, body=completion(labels_json()).body)
+    with ChatServer(slow) as server, make_client(server, concurrency=3) as client:
+        requests = [MESSAGES + [{"role": "user", "content": str(i)}] for i in range(12)]
+        with ThreadPoolExecutor(max_workers=12) as pool:
+            results = list(pool.map(lambda m: client.complete(m, parse=parse_reply), requests))
+    assert len(results) == 12 and len(server.requests) == 12
+    assert server.max_in_flight == 3
+
+
+def test_cost_accounting_from_usage():
+    replies = script(
+        completion(labels_json(), prompt_tokens=1000, completion_tokens=100, audio_tokens=200),
+        completion(labels_json(), prompt_tokens=500, completion_tokens=50),
+    )
+    prices = {"judge-model": Price(input=2.5, output=10.0, audio_input=40.0)}
+    with ChatServer(replies) as server, make_client(server, prices=prices) as client:
+        first = client.complete(MESSAGES)
+        second = client.complete(MESSAGES)
+        totals = client.totals.as_dict()
+    assert first.usage == Usage(1000, 100, 200)
+    assert first.cost == pytest.approx((800 * 2.5 + 200 * 40.0 + 100 * 10.0) / 1e6)
+    assert second.cost == pytest.approx((500 * 2.5 + 50 * 10.0) / 1e6)
+    assert totals["cost"] == pytest.approx(first.cost + second.cost)
+    assert (totals["prompt_tokens"], totals["completion_tokens"], totals["audio_tokens"]) == (1500, 150, 200)
+    assert totals["requests"] == 2
+
+
+def test_invalid_replies_are_paid_for_and_unpriced_models_cost_none():
+    replies = script(completion("nope", 10, 10), completion(labels_json(), 10, 10))
+    with ChatServer(replies) as server:
+        with make_client(server, prices={"judge-model": Price(1.0, 1.0)}) as client:
+            result = client.complete(MESSAGES, parse=parse_reply)
+            assert result.cost == pytest.approx(20 / 1e6)
+            assert client.totals.as_dict()["cost"] == pytest.approx(40 / 1e6)
+        with make_client(server, prices={"other-model": Price(1.0, 1.0)}) as client:
+            assert client.complete(MESSAGES).cost is None
+            assert client.totals.as_dict()["cost"] is None
+
+
+def test_the_client_is_shared_safely_across_threads():
+    counter = threading.Lock()
+    seen = []
+
+    def respond(index, body, headers):
+        with counter:
+            seen.append(body["messages"][-1]["content"])
+        return completion(labels_json(content="1" if int(body["messages"][-1]["content"]) % 2 else "2"))
+
+    with ChatServer(respond) as server, make_client(server, concurrency=4) as client:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            results = list(
+                pool.map(lambda i: client.complete([{"role": "user", "content": str(i)}], parse_reply), range(20))
+            )
+    assert [r.parsed["content"] for r in results] == ["1" if i % 2 else "2" for i in range(20)]
+    assert sorted(seen, key=int) == [str(i) for i in range(20)]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"base_url": "ftp://x"}, "base_url must be an http"),
+        ({"model": ""}, "model must be a non-empty string"),
+        ({"concurrency": 0}, "concurrency must be an integer >= 1"),
+        ({"timeout_s": 0}, "timeout_s must be a finite number > 0"),
+    ],
+)
+def test_client_arguments_are_checked(kwargs, match):
+    options = {"base_url": "http://127.0.0.1:9/v1", "model": "m", **kwargs}
+    with pytest.raises(ValueError, match=match):
+        ChatClient(options.pop("base_url"), options.pop("model"), **options)
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: RetryPolicy(max_retries=-1), r"RetryPolicy.max_retries must be an integer >= 0"),
+        (lambda: RetryPolicy(reply_retries=1.5), r"RetryPolicy.reply_retries must be an integer >= 0"),
+        (lambda: RetryPolicy(backoff_base_s=float("inf")), r"RetryPolicy.backoff_base_s must be a finite number"),
+        (lambda: Price(input=-1.0, output=1.0), r"Price.input must be a finite number >= 0"),
+        (lambda: Price(input=1.0, output=float("nan")), r"Price.output must be a finite number >= 0"),
+    ],
+)
+def test_policy_and_price_are_checked(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()

@@ -1,0 +1,56 @@
+"""`sdscore eval reward` over a results file: ESDR-Bench Table 2 reproduced through the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from sdscore.cli import main
+
+# Gemini 2.5 Pro row of SDiaReward Table 2 (per-subset accuracy, %); n = 10000 per subset.
+GEMINI = {"wild": 76.12, "semi-wild": 65.60, "scripted": 69.77, "colloquial": 98.80}
+
+
+def results_frame() -> pl.DataFrame:
+    rows = []
+    for subset, accuracy in GEMINI.items():
+        n_correct = round(accuracy * 100)
+        for i in range(10000):
+            good = i < n_correct
+            rows.append(
+                {
+                    "pair_id": f"{subset}-{i}",
+                    "criterion": "colloquialness" if subset == "colloquial" else "modality",
+                    "subset": subset,
+                    "category": None,
+                    "chosen_reward": 1.0 if good else -0.3,
+                    "rejected_reward": 0.0,
+                    "margin": None,
+                    "correct": good,
+                    "error": None,
+                }
+            )
+    return pl.DataFrame(rows)
+
+
+def test_cli_eval_reward_reproduces_table2_macros(tmp_path):
+    results_frame().write_parquet(tmp_path / "results.parquet")
+    code = main(["eval", "reward", str(tmp_path / "results.parquet"), "--out", str(tmp_path / "m.json")])
+    assert code == 0
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    assert round(100 * metrics["modality_macro"], 2) == 70.50
+    assert round(100 * metrics["overall_macro"], 2) == 84.65
+    assert metrics["subsets"]["wild"]["n"] == 10000
+    buckets = {(b["lower"], b["upper"]): b for b in metrics["margin_buckets"]}
+    assert buckets[(0.25, 0.5)]["accuracy"] == 0.0  # the wrong pairs sit at gap 0.3
+    n_correct = sum(round(a * 100) for a in GEMINI.values())
+    assert buckets[(1.0, 2.0)]["n"] == n_correct and buckets[(1.0, 2.0)]["accuracy"] == 1.0
+    assert buckets[(0.25, 0.5)]["n"] == 40000 - n_correct
+    assert buckets[(2.0, None)]["n"] == 0 and buckets[(2.0, None)]["accuracy"] is None
+
+
+def test_cli_eval_reward_names_a_missing_results_file(tmp_path, capsys):
+    code = main(["eval", "reward", str(tmp_path / "nope.parquet"), "--out", str(tmp_path / "m.json")])
+    assert code == 2
+    assert "nope.parquet" in capsys.readouterr().err
