@@ -1,0 +1,53 @@
+# sdscore — `make demo` and `make test` do all the set-up on a fresh Debian/Ubuntu machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# The editable install maps the package's files as they were at install time: a new module or
+# folder needs a re-install, so the stamp's name carries a hash of the list of Python files.
+PY_FILES_HASH := $(shell find engine kernels -name '*.py' 2>/dev/null | LC_ALL=C sort | md5sum | cut -c1-12)
+STAMP := $(VENV)/.sdscore-installed-$(PY_FILES_HASH)
+APT_PACKAGES := espeak-ng flite festival festvox-kallpc16k festvox-us-slt-hts sox clang libclang-rt-14-dev
+NATIVE_SOURCES := $(wildcard csrc/*.cpp csrc/*.hpp) CMakeLists.txt pyproject.toml
+DEMO_OUT ?= out/demo
+
+.PHONY: install system-deps demo test test-fast bench fuzz clean
+
+install: $(STAMP)
+
+# System packages: TTS voices for the synthetic corpus, sox, clang/libFuzzer for the WAV fuzzer.
+system-deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages:" $$missing; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $$missing; \
+	fi
+
+$(STAMP): $(NATIVE_SOURCES) Makefile | system-deps
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# the local CPU build of torch first, so nothing pulls a CUDA build; never torchaudio
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja "setuptools<81"
+	$(PIP) install -q --no-build-isolation -e ".[all]"
+	$(PY) -c "import sdscore._native"
+	rm -f $(VENV)/.sdscore-installed-*
+	touch $@
+
+demo: install
+	$(VENV)/bin/sdscore demo --out $(DEMO_OUT)
+
+test: install
+	$(PY) -m pytest -q tests
+
+bench: install
+	$(PY) bench/audio.py
+	$(PY) bench/kernels.py
+
+fuzz: install
+	bash csrc/fuzz/run_fuzzer.sh 300
+
+clean:
+	rm -rf build .fuzz out

@@ -1,0 +1,191 @@
+"""`sdscore demo`: the synthetic corpus, then each built protocol on bundled defaults."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from sdscore import audio
+from sdscore.atomic_write import write_json
+from sdscore.corpus import SCHEMAS, audio_paths, read_manifest
+
+Progress = Callable[[str, int, int], None]
+
+#: manifest file written by `sdscore synth` → protocol
+MANIFESTS = {
+    "reward_pairs.parquet": "reward",
+    "judge_items.parquet": "judge",
+    "consistency.parquet": "consistency",
+    "naturalness.parquet": "naturalness",
+    "battles.parquet": "arena",
+}
+LOAD_CHUNK = 256
+
+
+def _noop(stage: str, done: int, total: int) -> None:
+    return None
+
+
+def ensure_corpus(corpus_dir: Path, seed: int, size: str, progress: Progress) -> dict:
+    """Build the synthetic corpus unless one with the same seed and size is already there."""
+    from sdscore.synth import build_corpus
+
+    meta = corpus_dir / "corpus.json"
+    if meta.exists():
+        summary = json.loads(meta.read_text())
+        if summary.get("seed") == seed and summary.get("size") == size:
+            return summary
+    return build_corpus(corpus_dir, seed=seed, size=size, progress=progress)
+
+
+def summarize_corpus(corpus_dir: Path, progress: Progress = _noop, sample_rate: int = 16000) -> dict:
+    """Read every manifest, load all of its audio in batches and report counts and throughput."""
+    result: dict = {"sample_rate": sample_rate, "manifests": {}}
+    for filename, protocol in MANIFESTS.items():
+        path = corpus_dir / filename
+        if not path.exists():
+            continue
+        frame = read_manifest(path, protocol)
+        paths = audio_paths(frame, protocol)
+        seconds, failed, errors, elapsed = 0.0, 0, [], 0.0
+        for start in range(0, len(paths), LOAD_CHUNK):
+            t0 = time.perf_counter()
+            batch = audio.load_many(paths[start : start + LOAD_CHUNK], sample_rate)
+            elapsed += time.perf_counter() - t0
+            seconds += float(batch.durations.sum())
+            bad = [e for e in batch.errors if e is not None]
+            failed += len(bad)
+            errors.extend(bad[: max(0, 5 - len(errors))])
+            progress(f"load {protocol} audio", min(start + LOAD_CHUNK, len(paths)), len(paths))
+        result["manifests"][filename] = {
+            "protocol": protocol,
+            "rows": frame.height,
+            "columns": [c for c in frame.columns if c in SCHEMAS[protocol]],
+            "audio_files": len(paths),
+            "failed": failed,
+            "first_errors": errors,
+            "audio_seconds": round(seconds, 3),
+            "load_seconds": round(elapsed, 4),
+            "realtime_factor": round(seconds / elapsed, 1) if elapsed > 0 else None,
+        }
+    return result
+
+
+#: GE2E cosines between TTS turns of one voice run 0.76–0.95, a gender switch 0.44–0.53, so the
+#: paper's 0.4 flags nothing on this corpus; the demo uses 0.6 and its sweep plot shows why.
+DEMO_CONSISTENCY_THRESHOLD = 0.6
+
+
+def _consistency_stage(corpus: Path, out: Path, progress: Progress) -> dict:
+    from sdscore.protocols.consistency import run_eval, run_score
+
+    results = out / "consistency" / "results.parquet"
+    run_score(
+        corpus / "consistency.parquet",
+        results,
+        embedder="ge2e",
+        method="pairwise",
+        threshold=DEMO_CONSISTENCY_THRESHOLD,
+        cache_dir=out / "cache" / "embeddings",
+        progress=progress,
+    )
+    metrics = run_eval(results, out / "consistency" / "metrics.json", plot_path=out / "consistency" / "sweep.png")
+    detection, localization = metrics["detection"], metrics["localization"]
+    return {
+        "protocol": "consistency",
+        "title": f"GE2E pairwise, threshold {DEMO_CONSISTENCY_THRESHOLD}",
+        "headline": {
+            "detection S1": detection["S1"],
+            "detection S2 (gender switch)": detection["S2"],
+            "detection S3 (similar voice)": detection["S3"],
+            "detection balanced": detection["balanced"],
+            "localization balanced F1": localization["balanced_f1"],
+            "discrimination accuracy": metrics["discrimination"]["accuracy"].get("average"),
+            "discrimination NDCG@1": metrics["discrimination"]["ndcg@1"],
+        },
+        "outputs": [str(results), str(out / "consistency" / "metrics.json"), str(out / "consistency" / "sweep.png")],
+    }
+
+
+def _judge_stage(corpus: Path, out: Path, progress: Progress) -> dict:
+    from sdscore.protocols.judge import demo_judge
+
+    summary = demo_judge(corpus / "judge_items.parquet", out / "judge", progress=progress)
+    headline = {f"overall accuracy, {name}": acc for name, acc in summary["overall_accuracy"].items()}
+    headline |= {f"McNemar p, {m['a']} vs {m['b']}": m["p_value"] for m in summary["mcnemar"]}
+    return {
+        "protocol": "judge",
+        "title": "rule baseline judge on blueprints, speakbench vs majority fusion",
+        "headline": headline,
+        "outputs": [summary["metrics"]],
+    }
+
+
+def _arena_stage(corpus: Path, out: Path, progress: Progress) -> dict:
+    from scipy.stats import spearmanr
+
+    from sdscore.protocols.arena import run_eval
+
+    progress("arena: ratings", 0, 1)
+    metrics = run_eval(corpus / "battles.parquet", out / "arena" / "metrics.json", n_boot=200)
+    progress("arena: ratings", 1, 1)
+    truth = json.loads((corpus / "corpus.json").read_text())["truth"]["arena"]["effective_theta"]
+    models = sorted(truth)
+    rho = spearmanr([truth[m] for m in models], [metrics["bradley_terry"][m]["rating"] for m in models])[0]
+    top = next(iter(metrics["bradley_terry"]))
+    return {
+        "protocol": "arena",
+        "title": "Bradley–Terry and Elo over the synthetic battles (known true strengths)",
+        "headline": {
+            "battles": metrics["n_battles"],
+            "top model (BT)": top,
+            "Spearman(BT, true strength)": float(rho),
+            "first-position win rate": metrics["position_bias"]["first_position_win_rate"],
+            "swap flip rate": metrics["position_bias"]["swap_flip_rate"],
+            "longer-response win rate": (metrics["length_bias"] or {}).get("longer_win_rate"),
+        },
+        "outputs": [str(out / "arena" / "metrics.json")],
+    }
+
+
+STAGES = {"consistency": _consistency_stage, "judge": _judge_stage, "arena": _arena_stage}
+
+
+def run_demo(out: str | os.PathLike, *, seed: int = 0, size: str = "small", progress: Progress = _noop) -> dict:
+    """Synthetic corpus, load pass, then every built protocol under `out`; writes `out/demo.json`.
+
+    A stage that fails records its error and the others still run; `ok` is False then.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    corpus = out / "corpus"
+    ensure_corpus(corpus, seed, size, progress)
+    summary = summarize_corpus(corpus, progress)
+    ok = all(m["failed"] == 0 for m in summary["manifests"].values())
+    stages, failures = [], {}
+    for name, stage in STAGES.items():
+        try:
+            stages.append(stage(corpus, out, progress))
+        except Exception as exc:  # one stage's failure must not hide the others' results
+            failures[name] = f"{type(exc).__name__}: {exc}"
+    report = {
+        "seed": seed,
+        "size": size,
+        "ok": ok and not failures,
+        "corpus_summary": summary,
+        "stages": stages,
+        "failed_stages": failures,
+    }
+    write_json(out / "demo.json", report, default=_json_default)
+    return report
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
