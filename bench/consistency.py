@@ -11,8 +11,6 @@ per-group F.cosine_similarity loop a user would write; on CUDA also as GB/s vs t
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,39 +18,17 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Row, best_seconds, parser, report  # noqa: E402
+from common import Row, best_seconds, parser, render_tts, report  # noqa: E402
 
 from sdscore import kernels  # noqa: E402
 from sdscore.audio import load_many  # noqa: E402
 from sdscore.features.speaker import SpeakerEmbedder  # noqa: E402
 from sdscore.features.speaker.ge2e import Ge2eEncoder  # noqa: E402
 
-WORDS = ("the quick brown fox jumps over a lazy dog while seven bright stars shine above "
-         "quiet hills and people talk about music travel weather and their plans for tomorrow").split()
-FLITE = ("slt", "kal", "awb", "rms")
-ESPEAK = ("en-us", "en+f3", "en-gb", "en+m3")
-
-
-def render_utterances(folder: Path, count: int) -> list[str]:
-    """count TTS files of 2-16 words (about 1-6 s), alternating flite and espeak-ng voices."""
-    if shutil.which("flite") is None or shutil.which("espeak-ng") is None:
-        raise SystemExit("bench/consistency.py needs flite and espeak-ng to render speech")
-    rng = np.random.default_rng(0)
-    paths = []
-    for i in range(count):
-        text = " ".join(rng.choice(WORDS, int(rng.integers(2, 17))))
-        path = folder / f"u{i:03d}.wav"
-        if i % 2:
-            subprocess.run(["espeak-ng", "-v", ESPEAK[i // 2 % 4], "-w", str(path), text], check=True)
-        else:
-            subprocess.run(["flite", "-voice", FLITE[i // 2 % 4], "-t", text, "-o", str(path)], check=True)
-        paths.append(str(path))
-    return paths
 
 
 def warm_then_best(run: Callable[[list[str]], object], paths: list[str], repeats: int) -> float:
@@ -139,7 +115,7 @@ def main() -> None:
     args = parser(__doc__.splitlines()[0]).parse_args()
     repeats = args.repeats or 1
     with tempfile.TemporaryDirectory(prefix="sdscore-bench-") as folder:
-        paths = render_utterances(Path(folder), 30 if args.quick else 100)
+        paths = render_tts(Path(folder), 30 if args.quick else 100, words=(2, 16), espeak_every=2, prefix="u")
         rows = ge2e_rows(paths, repeats) + similarity_rows(args.quick, repeats)
     report("consistency: GE2E embeddings and group similarity", rows, args.json)
 

@@ -12,8 +12,6 @@ preloaded audio; ASR (pocketsphinx both sides, so about 1x) runs without --quick
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,71 +24,12 @@ import soundfile as sf
 import soxr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Row, parser, report
+from common import Row, parser, render_tts, report
 from sdscore.audio import load_many
 from sdscore.features import BlueprintBuilder, make_extractor
 from sdscore.features.extract import select
 
-WORDS = [
-    "sure",
-    "here",
-    "is",
-    "a",
-    "short",
-    "answer",
-    "to",
-    "your",
-    "question",
-    "the",
-    "weather",
-    "tomorrow",
-    "will",
-    "be",
-    "sunny",
-    "with",
-    "a",
-    "light",
-    "breeze",
-    "and",
-    "you",
-    "should",
-    "bring",
-    "a",
-    "jacket",
-    "because",
-    "evenings",
-    "get",
-    "cold",
-    "near",
-    "the",
-    "river",
-]
-FLITE = ("slt", "awb", "rms", "kal")
-ESPEAK = ("en-us", "en+f3")
 RATE = 16000
-
-
-def render(folder: Path, count: int) -> list[str]:
-    """count TTS responses of 6-30 words; three in four flite, one in four espeak-ng."""
-    if shutil.which("flite") is None or shutil.which("espeak-ng") is None:
-        raise SystemExit("bench/features.py needs flite and espeak-ng to render speech")
-    rng = np.random.default_rng(0)
-    paths = []
-    for i in range(count):
-        text = " ".join(rng.choice(WORDS, int(rng.integers(6, 31))))
-        path = folder / f"r{i:03d}.wav"
-        if i % 4 == 3:
-            subprocess.run(
-                ["espeak-ng", "-v", ESPEAK[i // 4 % 2], "-w", str(path), text],
-                check=True,
-            )
-        else:
-            subprocess.run(
-                ["flite", "-voice", FLITE[i % 4], "-t", text, "-o", str(path)],
-                check=True,
-            )
-        paths.append(str(path))
-    return paths
 
 
 def load16(path: str) -> np.ndarray:
@@ -173,7 +112,7 @@ def main() -> None:
     ref = Reference()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
-        paths = render(Path(tmp), count)
+        paths = render_tts(Path(tmp), count, words=(6, 30), espeak_every=4, prefix="r")
         seconds = sum(sf.info(p).duration for p in paths)
         builder = BlueprintBuilder(asr=None)
         ours = count / warm_then_best(builder.build, paths, repeats)
