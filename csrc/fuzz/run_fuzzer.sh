@@ -90,11 +90,13 @@ for name, blob in seeds.items():
         f.write(blob)
 PY
 
-# -timeout catches hangs; -rss_limit_mb catches runaway allocation from forged sizes. ASan's
-# default 256 MiB quarantine and deep malloc stacks alone pushed the fuzzer's RSS past 3 GiB in
-# a CI run (every single input stays under 100 MiB), so keep ASan's own bookkeeping small.
+# -timeout catches hangs; -rss_limit_mb catches runaway allocation from forged sizes.
+# libFuzzer reads its RSS from getrusage's ru_maxrss, which Linux carries across fork + exec: a
+# fuzzer exec'd straight from a big process (pytest with torch loaded) starts "using" that
+# process's RSS and trips the limit at once. So it runs as a child of this small shell, not
+# through exec. A small ASan quarantine keeps long runs near 80 MiB instead of ~400 MiB.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-quarantine_size_mb=16:malloc_context_size=5}"
-exec "$out/wav_fuzzer" \
+"$out/wav_fuzzer" \
   -max_total_time="$run_seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
   -artifact_prefix="$out/artifacts/" -print_final_stats=1 \
   "$out/corpus" "$out/seeds"
