@@ -12,7 +12,7 @@ APT_PACKAGES := espeak-ng flite festival festvox-kallpc16k festvox-us-slt-hts so
 NATIVE_SOURCES := $(wildcard csrc/*.cpp csrc/*.hpp) CMakeLists.txt pyproject.toml
 DEMO_OUT ?= out/demo
 
-.PHONY: install system-deps demo test test-fast bench fuzz clean
+.PHONY: install system-deps demo test bench fuzz clean
 
 install: $(STAMP)
 
