@@ -1,7 +1,6 @@
 """Pooling ops: Triton kernel vs torch reference vs a naive float64 loop, plus every error path.
 
-Without CUDA the kernels run in Triton's CPU interpreter: TRITON_INTERPRET=1 must be set before
-the kernels module is first imported, hence at the top of this file.
+Without CUDA the kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1, set in conftest.py).
 """
 
 import os
@@ -9,16 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
 import torch
-
-if not torch.cuda.is_available():
-    os.environ["TRITON_INTERPRET"] = "1"
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from sdscore import kernels  # noqa: E402
-from sdscore.kernels import dispatch, pooling  # noqa: E402
+from sdscore import kernels
+from sdscore.kernels import dispatch, pooling
 
 HAS_TRITON = dispatch.triton_available()
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
