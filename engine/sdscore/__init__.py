@@ -1,7 +1,39 @@
 """sdscore — a batch scoring engine for spoken-dialogue and speech-to-speech evaluation."""
 
-from sdscore.errors import AudioError, JudgeError, ManifestError, ModelError, SdscoreError
+from sdscore.errors import (
+    AudioError,
+    JudgeError,
+    ManifestError,
+    ModelError,
+    SdscoreError,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["AudioError", "JudgeError", "ManifestError", "ModelError", "SdscoreError", "__version__"]
+#: public names imported on first use, so `import sdscore` stays light (no torch at import)
+_LAZY = {
+    "RewardScorer": "sdscore.runtime.reward_scorer",
+    "Episode": "sdscore.models.episodes",
+    "Turn": "sdscore.models.episodes",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'sdscore' has no attribute {name!r}")
+
+
+__all__ = [
+    "AudioError",
+    "Episode",
+    "JudgeError",
+    "ManifestError",
+    "ModelError",
+    "RewardScorer",
+    "SdscoreError",
+    "Turn",
+    "__version__",
+]

@@ -1,0 +1,311 @@
+"""RewardScorer: batched reward scoring of spoken episodes, in process (RL loops) or over corpora.
+
+The input is cut into windows of `window` episodes. For each window a background thread loads
+every audio path with one threaded `load_many` call, runs the model's `prepare` per episode and
+groups the episodes by length into batches (runtime/batching.py), while the main thread runs the
+previous window's batches through the model — audio I/O and feature extraction overlap the
+forward. Results come back in input order. A bad episode (unreadable audio, no usable turn) gets
+NaN and its error text; the other episodes of its batch are scored as usual.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+import torch
+from sdscore.audio import load_many
+from sdscore.errors import SdscoreError
+from sdscore.models.base import Prepared, RewardModel
+from sdscore.models.episodes import Episode, episodes_from_pairs
+from sdscore.runtime.batching import plan_batches
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class ScoredWindow:
+    """Scores of one window of episodes; `indices` are positions in the scorer's input."""
+
+    indices: np.ndarray  # int64 [n]
+    rewards: torch.Tensor  # float32 [n] on the CPU, NaN where errors[i] is set
+    pooled: torch.Tensor | None  # float32 [n, H] on the CPU when asked for, NaN rows on error
+    errors: list[str | None]
+
+
+@dataclass
+class _PreparedWindow:
+    indices: np.ndarray
+    batches: list[tuple[list[int], dict[str, torch.Tensor]]]  # positions within the window
+    errors: list[str | None]
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """"auto" → CUDA when visible, else CPU."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
+    """"auto" → bfloat16 on CUDA, float32 elsewhere."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+             "float16": torch.float16, "fp16": torch.float16}
+    if dtype not in names:
+        raise ValueError(f"unknown dtype {dtype!r}; expected auto or one of {sorted(names)}")
+    return names[dtype]
+
+
+def _waveform(audio: Any, episode: Episode, turn: int) -> np.ndarray:
+    """An in-memory waveform as 1-D float32 numpy (a torch tensor is copied to the CPU)."""
+    if isinstance(audio, torch.Tensor):
+        audio = audio.detach().to("cpu", torch.float32).numpy()
+    wave = np.asarray(audio, dtype=np.float32)
+    if wave.ndim != 1:
+        raise ValueError(f"{episode.id or 'episode'} turn {turn}: waveform must be 1-D mono, got shape {wave.shape}")
+    if not np.isfinite(wave).all():
+        raise ValueError(f"{episode.id or 'episode'} turn {turn}: waveform has NaN or infinite samples")
+    return wave
+
+
+class RewardScorer:
+    """Scores episodes with a reward model: `score`, `score_pairs`, `pooled`, or `stream` windows."""
+
+    def __init__(
+        self,
+        model: RewardModel,
+        *,
+        device: str | torch.device = "auto",
+        dtype: str | torch.dtype = "auto",
+        max_batch: int = 16,
+        max_tokens: int | None = None,
+        window: int | None = None,
+        num_threads: int | None = None,
+        prefetch: bool = True,
+        session: Any = None,
+    ):
+        """model: a loaded RewardModel; max_tokens caps B × Lmax per batch; window (default
+        8 × max_batch) is how many episodes are bucketed together and prefetched at once;
+        session: an exported-model session (runtime.onnx_backend) that replaces the torch forward."""
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        self.model = model
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
+        self.max_batch = int(max_batch)
+        self.max_tokens = max_tokens
+        self.window = int(window or 8 * self.max_batch)
+        if self.window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        self.num_threads = num_threads
+        self.prefetch = prefetch
+        self.session = session
+        if session is None:
+            self.model.to(device=self.device, dtype=self.dtype)
+        self.model.eval()
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | os.PathLike,
+        backend: str = "auto",
+        device: str | torch.device = "auto",
+        dtype: str | torch.dtype = "auto",
+        *,
+        onnx_path: str | os.PathLike | None = None,
+        model_options: dict | None = None,
+        **scorer_options: Any,
+    ) -> RewardScorer:
+        """Load a local reward-model directory (any layout models/loading.py knows).
+
+        backend "auto"/"torch" runs the model in torch; "onnxruntime" runs `onnx_path` (default
+        PATH/model.onnx, written by `sdscore export PATH --format onnx`) for everything after
+        `prepare`/`collate`. model_options (base=, system_prompt=, pooling=, ...) go to the adapter.
+        """
+        from sdscore.models.loading import load_reward_model
+
+        model = load_reward_model(path, **(model_options or {}))
+        if backend in ("auto", "torch"):
+            return cls(model, device=device, dtype=dtype, **scorer_options)
+        if backend == "onnxruntime":
+            from sdscore.runtime.onnx_backend import OnnxRewardSession
+
+            onnx_file = os.fspath(onnx_path or os.path.join(os.fspath(path), "model.onnx"))
+            if not os.path.isfile(onnx_file):
+                raise SdscoreError(f"{onnx_file}: no ONNX export (run `sdscore export {path} --format onnx`)")
+            return cls(model, device="cpu", dtype="float32", session=OnnxRewardSession(onnx_file), **scorer_options)
+        raise ValueError(f"unknown backend {backend!r}; expected auto, torch or onnxruntime")
+
+    # ---- public API -------------------------------------------------------------------------
+
+    def score(self, episodes: Sequence[Episode], on_error: str = "raise", progress: Progress | None = None) -> torch.Tensor:
+        """float32 [n] rewards in input order, on the scorer's device.
+
+        on_error "raise": an SdscoreError listing every bad episode (after all were tried);
+        "nan": bad episodes score NaN.
+        """
+        rewards, _, errors = self.score_detailed(episodes, with_pooled=False, progress=progress)
+        self._check(errors, on_error)
+        return rewards.to(self.device)
+
+    def score_pairs(
+        self, pairs: pl.DataFrame | Sequence[tuple[Episode, Episode]], on_error: str = "raise",
+        progress: Progress | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(chosen, rejected) float32 [n] each; pairs are (chosen, rejected) episodes or a REWARD_PAIRS frame."""
+        chosen, rejected = self._split_pairs(pairs)
+        rewards = self.score(list(chosen) + list(rejected), on_error, progress)
+        return rewards[: len(chosen)], rewards[len(chosen):]
+
+    def pooled(self, episodes: Sequence[Episode], on_error: str = "raise", progress: Progress | None = None) -> torch.Tensor:
+        """float32 [n, H] pooled last-layer states (the input of the head), on the CPU."""
+        if self.session is not None:
+            raise SdscoreError("pooled states need the torch backend (an exported model outputs rewards only)")
+        _, pooled, errors = self.score_detailed(episodes, with_pooled=True, progress=progress)
+        self._check(errors, on_error)
+        return pooled
+
+    def stream(
+        self, episodes: Sequence[Episode], with_pooled: bool = False, progress: Progress | None = None
+    ) -> Iterator[ScoredWindow]:
+        """Yield one ScoredWindow per window of the input, in input order (for sharded outputs)."""
+        episodes = list(episodes)
+        windows = [np.arange(s, min(s + self.window, len(episodes))) for s in range(0, len(episodes), self.window)]
+        done = 0
+        if progress:
+            progress("reward: score", 0, len(episodes))
+        executor = ThreadPoolExecutor(1, thread_name_prefix="sdscore-prefetch") if self.prefetch else None
+        try:
+            pending = None
+            for k, indices in enumerate(windows):
+                if executor is None:
+                    prepared = self._prepare_window(episodes, indices)
+                else:
+                    if pending is None:
+                        pending = executor.submit(self._prepare_window, episodes, indices)
+                    prepared = pending.result()
+                    nxt = windows[k + 1] if k + 1 < len(windows) else None
+                    pending = None if nxt is None else executor.submit(self._prepare_window, episodes, nxt)
+                scored = self._run_window(prepared, with_pooled)
+                done += len(indices)
+                if progress:
+                    progress("reward: score", done, len(episodes))
+                yield scored
+        finally:
+            if executor is not None:
+                executor.shutdown(wait=True, cancel_futures=True)
+
+    # ---- internals -------------------------------------------------------------------------
+
+    @staticmethod
+    def _split_pairs(pairs) -> tuple[list[Episode], list[Episode]]:
+        if isinstance(pairs, pl.DataFrame):
+            return episodes_from_pairs(pairs)
+        pairs = list(pairs)
+        for n, pair in enumerate(pairs):
+            if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(e, Episode) for e in pair)):
+                raise TypeError(f"pair {n}: expected a (chosen, rejected) tuple of Episode, got {type(pair).__name__}")
+        return [c for c, _ in pairs], [r for _, r in pairs]
+
+    @staticmethod
+    def _check(errors: list[str | None], on_error: str) -> None:
+        if on_error not in ("raise", "nan"):
+            raise ValueError(f"on_error must be 'raise' or 'nan', got {on_error!r}")
+        bad = [e for e in errors if e is not None]
+        if bad and on_error == "raise":
+            shown = "\n  ".join(bad[:10]) + (f"\n  ... and {len(bad) - 10} more" if len(bad) > 10 else "")
+            raise SdscoreError(f"{len(bad)} of {len(errors)} episodes could not be scored:\n  {shown}")
+
+    def score_detailed(
+        self, episodes: Sequence[Episode], with_pooled: bool = False, progress: Progress | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None, list[str | None]]:
+        """(rewards float32 [n] on the CPU, pooled [n, H] or None, error text or None per episode)."""
+        episodes = list(episodes)
+        for n, e in enumerate(episodes):
+            if not isinstance(e, Episode):
+                raise TypeError(f"episode {n}: expected sdscore.models.Episode, got {type(e).__name__}")
+        rewards = torch.full((len(episodes),), math.nan, dtype=torch.float32)
+        pooled = torch.full((len(episodes), self.model.hidden_size), math.nan) if with_pooled else None
+        errors: list[str | None] = [None] * len(episodes)
+        for window in self.stream(episodes, with_pooled, progress):
+            idx = torch.from_numpy(window.indices)
+            rewards[idx] = window.rewards
+            if pooled is not None:
+                pooled[idx] = window.pooled
+            for i, error in zip(window.indices.tolist(), window.errors):
+                errors[i] = error
+        return rewards, pooled, errors
+
+    def _prepare_window(self, episodes: list[Episode], indices: np.ndarray) -> _PreparedWindow:
+        """Load the window's audio in one threaded call, prepare each episode, bucket by length."""
+        window = [episodes[i] for i in indices]
+        paths: dict[str, int] = {}
+        for e in window:
+            for p in e.audio_paths():
+                paths.setdefault(p, len(paths))
+        audio = load_many(list(paths), self.model.sample_rate, num_threads=self.num_threads) if paths else None
+        errors: list[str | None] = [None] * len(window)
+        prepared: list[Prepared | None] = [None] * len(window)
+        for pos, e in enumerate(window):
+            try:
+                waves: list[np.ndarray | None] = []
+                for t, turn in enumerate(e.turns):
+                    if turn.audio is None:
+                        waves.append(None)
+                    elif isinstance(turn.audio, (str, os.PathLike)):
+                        slot = paths[os.fspath(turn.audio)]
+                        if audio.errors[slot] is not None:
+                            raise SdscoreError(f"turn {t}: {audio.errors[slot]}")
+                        waves.append(audio[slot])
+                    else:
+                        waves.append(_waveform(turn.audio, e, t))
+                prepared[pos] = self.model.prepare(e, waves)
+            except (SdscoreError, ValueError) as exc:
+                errors[pos] = f"{e.id or f'episode {int(indices[pos])}'}: {exc}"
+        good = [pos for pos in range(len(window)) if prepared[pos] is not None]
+        plan = plan_batches([prepared[pos].length for pos in good], self.max_batch, self.max_tokens)
+        pin = self.device.type == "cuda" and self.session is None
+        batches = []
+        for group in plan:
+            members = [good[g] for g in group]
+            batch = self.model.collate([prepared[pos] for pos in members])
+            if pin:
+                batch = {k: v.pin_memory() for k, v in batch.items()}
+            batches.append((members, batch))
+        return _PreparedWindow(indices, batches, errors)
+
+    def _run_window(self, prepared: _PreparedWindow, with_pooled: bool) -> ScoredWindow:
+        n = len(prepared.indices)
+        rewards = torch.full((n,), math.nan, dtype=torch.float32)
+        pooled = torch.full((n, self.model.hidden_size), math.nan) if with_pooled else None
+        for members, batch in prepared.batches:
+            at = torch.tensor(members, dtype=torch.long)
+            if self.session is not None:
+                rewards[at] = self.session.run(batch).float().cpu()
+                continue
+            with torch.inference_mode(), self._autocast():
+                moved = {
+                    k: v.to(self.device, dtype=self.dtype if v.is_floating_point() else None, non_blocking=True)
+                    for k, v in batch.items()
+                }
+                states = self.model.pooled(moved)
+                rewards[at] = self.model.head(states).float().cpu()
+                if pooled is not None:
+                    pooled[at] = states.float().cpu()
+        return ScoredWindow(prepared.indices, rewards, pooled, prepared.errors)
+
+    def _autocast(self):
+        if self.dtype == torch.float32:
+            return nullcontext()
+        return torch.autocast(self.device.type, dtype=self.dtype)
