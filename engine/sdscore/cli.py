@@ -5,47 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from sdscore.cli_common import console, report_rows, stage_progress
+from sdscore.cli_reward import add_corpus_parser, add_score_reward_parser
 from sdscore.errors import SdscoreError
-
-console = Console(stderr=True)
-
-
-@contextmanager
-def stage_progress():
-    """A rich progress display fed by `callback(stage, done, total)`, one bar per stage."""
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    ) as progress:
-        tasks: dict[str, int] = {}
-
-        def callback(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = progress.add_task(stage, total=total)
-            progress.update(tasks[stage], completed=done, total=total)
-
-        yield callback
-
-
-def _failed_rows(frame) -> int:
-    return 0 if "error" not in frame.columns else frame.height - frame["error"].null_count()
-
-
-def _report_rows(frame, out: Path) -> int:
-    """Print the outcome of a score command; exit code 1 when any row failed."""
-    failed = _failed_rows(frame)
-    console.print(f"{frame.height} rows scored, {failed} with errors → [bold]{out}[/bold]")
-    return 1 if failed else 0
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
@@ -120,7 +86,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
                 instruction_source=args.instruction_source,
                 progress=progress,
             )
-    return _report_rows(frame, args.out)
+    return report_rows(frame, args.out)
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
@@ -130,7 +96,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if args.protocol == "reward":
         from sdscore.protocols.reward import run_eval
 
-        metrics = run_eval(first, args.out)
+        metrics = run_eval(first, args.out, plot_path=args.plot)
     elif args.protocol == "consistency":
         from sdscore.protocols.consistency import run_eval
 
@@ -175,6 +141,7 @@ def _add_score_parsers(sub) -> None:
     judge.add_argument("--concurrency", type=int, default=8)
     judge.add_argument("--cache-dir", type=Path, help="blueprint and reply caches")
     score.set_defaults(func=_cmd_score)
+    add_score_reward_parser(protocols)
 
 
 def _add_eval_parser(sub) -> None:
@@ -182,7 +149,7 @@ def _add_eval_parser(sub) -> None:
     ev.add_argument("protocol", choices=["reward", "judge", "consistency", "arena"])
     ev.add_argument("results", nargs="+", type=Path, help="results file(s); judge accepts several")
     ev.add_argument("--out", required=True, type=Path, help="METRICS.json")
-    ev.add_argument("--plot", type=Path, help="PNG (consistency) or folder of PNGs (judge)")
+    ev.add_argument("--plot", type=Path, help="PNG (reward, consistency) or folder of PNGs (judge)")
     ev.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     ev.set_defaults(func=_cmd_eval)
 
@@ -205,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_score_parsers(sub)
     _add_eval_parser(sub)
+    add_corpus_parser(sub)
     return parser
 
 

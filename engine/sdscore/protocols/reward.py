@@ -170,8 +170,15 @@ def evaluate_reward(results: pl.DataFrame) -> dict:
     return metrics
 
 
-def run_eval(results_path: str | os.PathLike, out_json: str | os.PathLike) -> dict:
-    """`sdscore eval reward`: read a results Parquet, evaluate, write METRICS.json atomically."""
-    metrics = evaluate_reward(pl.read_parquet(results_path))
+def run_eval(
+    results_path: str | os.PathLike, out_json: str | os.PathLike, plot_path: str | os.PathLike | None = None
+) -> dict:
+    """`sdscore eval reward`: metrics of a results Parquet as JSON (atomic), and the violin/box PNG when asked."""
+    results = pl.read_parquet(results_path)
+    metrics = evaluate_reward(results)
     write_json(out_json, metrics)
+    if plot_path is not None:
+        from sdscore.report.reward_plots import plot_reward_distributions
+
+        plot_reward_distributions(results, plot_path, title=f"rewards per subset: {os.path.basename(results_path)}")
     return metrics

@@ -1,0 +1,72 @@
+"""The reward commands of `sdscore`: score reward, train reward, export, corpus stratify."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from sdscore.cli_common import console, report_rows, stage_progress
+
+
+def _cmd_score_reward(args: argparse.Namespace) -> int:
+    from sdscore.protocols.reward import run_score
+
+    with stage_progress() as progress:
+        frame = run_score(
+            args.manifest, args.out, args.model,
+            base=args.base, system_prompt=args.system_prompt, backend=args.backend, device=args.device,
+            dtype=args.dtype, max_batch=args.max_batch, max_tokens=args.max_tokens,
+            store_pooled=args.store_pooled, resume=args.resume, progress=progress,
+        )
+    return report_rows(frame, args.out)
+
+
+def add_score_reward_parser(protocols) -> None:
+    """`sdscore score reward MANIFEST --model DIR --out OUT.parquet [...]`."""
+    reward = protocols.add_parser("reward", help="SDiaReward reward-model scoring of preference pairs")
+    reward.add_argument("manifest", type=Path)
+    reward.add_argument("--out", required=True, type=Path, help="results Parquet (one row per pair)")
+    reward.add_argument("--model", type=Path, help="reward model folder (default: the shipped compact demo model)")
+    reward.add_argument("--base", type=Path, help="base Qwen2.5-Omni folder (config, tokenizer, processor)")
+    reward.add_argument("--system-prompt", type=Path, help="system prompt file the checkpoint was trained with")
+    reward.add_argument("--backend", choices=["auto", "torch", "onnxruntime"], default="auto")
+    reward.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    reward.add_argument("--dtype", default="auto", help="auto (bf16 on GPU, fp32 on CPU) | float32 | bfloat16")
+    reward.add_argument("--max-batch", type=int, default=16, help="episodes per forward")
+    reward.add_argument("--max-tokens", type=int, help="cap on batch × longest sequence")
+    reward.add_argument("--store-pooled", action="store_true", help="also store pooled states (for --head-only)")
+    reward.add_argument("--resume", action="store_true", help="continue an interrupted run from its shards")
+    reward.set_defaults(func=_cmd_score_reward)
+
+
+def _cmd_stratify(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from sdscore.corpus.stratify import run_stratify
+
+    summary = run_stratify(args.manifest, args.out, args.per_bucket, args.by, args.seed, remaining_out=args.remaining)
+    table = Table(title=f"stratified: at most {args.per_bucket} per ({args.by})")
+    keys = [k for k in summary["buckets"][0] if k not in ("available", "selected")] if summary["buckets"] else []
+    for column in [*keys, "available", "selected"]:
+        table.add_column(column, justify="right" if column in ("available", "selected") else "left")
+    for bucket in summary["buckets"]:
+        table.add_row(*(str(bucket[k]) for k in [*keys, "available", "selected"]))
+    console.print(table)
+    counts = summary["counts"]
+    console.print(f"{counts['selected']} of {counts['input']} pairs → [bold]{args.out}[/bold]"
+                  + (f", {counts['remaining']} → [bold]{args.remaining}[/bold]" if args.remaining else ""))
+    return 0
+
+
+def add_corpus_parser(sub) -> None:
+    """`sdscore corpus stratify MANIFEST --out BENCH.parquet [...]`."""
+    corpus = sub.add_parser("corpus", help="build benchmark manifests from a corpus")
+    tools = corpus.add_subparsers(dest="tool", required=True)
+    stratify = tools.add_parser("stratify", help="at most K reward pairs per (source, category) bucket (ESDR-Bench)")
+    stratify.add_argument("manifest", type=Path)
+    stratify.add_argument("--out", required=True, type=Path, help="benchmark manifest (Parquet or JSONL)")
+    stratify.add_argument("--per-bucket", type=int, default=50)
+    stratify.add_argument("--by", default="source,category", help="comma-separated bucket columns")
+    stratify.add_argument("--seed", type=int, default=0)
+    stratify.add_argument("--remaining", type=Path, help="write the pairs not selected here (e.g. a training set)")
+    stratify.set_defaults(func=_cmd_stratify)
