@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
 
 import numpy as np
 import polars as pl
@@ -28,6 +27,7 @@ from sdscore.metrics.consistency import (
     detection_accuracy,
     localization_summary,
 )
+from sdscore.progress import Progress
 
 #: Default threshold per method (SpeakerSleuth §5.1).
 METHODS = {"pairwise": 0.4, "centroid": 0.3, "reference": 0.4}
@@ -49,7 +49,6 @@ RESULTS = pl.Schema({
     "error": pl.String,
 })
 
-Progress = Callable[[str, int, int], None]
 
 
 def check_method(method: str, threshold: float | None) -> float:

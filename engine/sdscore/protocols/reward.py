@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
 
 import numpy as np
 import polars as pl
@@ -19,8 +18,7 @@ from sdscore.atomic_write import write_json
 from sdscore.corpus import read_manifest
 from sdscore.metrics._inputs import error_mask
 from sdscore.metrics.preference import correct_column, margin_buckets, reward_summary
-
-Progress = Callable[[str, int, int], None]
+from sdscore.progress import Progress
 
 #: Columns of a results file, in order (pooled columns only when asked for).
 RESULT_SCHEMA = pl.Schema(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -21,13 +21,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 import torch
+
 from sdscore.audio import load_many
 from sdscore.errors import SdscoreError
 from sdscore.models.base import Prepared, RewardModel
 from sdscore.models.episodes import Episode, episodes_from_pairs
+from sdscore.progress import Progress
 from sdscore.runtime.batching import plan_batches
-
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass

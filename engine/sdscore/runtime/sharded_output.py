@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
+
 from sdscore.atomic_write import write_json
 from sdscore.corpus.write import write_manifest
 from sdscore.errors import SdscoreError

@@ -9,7 +9,7 @@ cache instead of decoding and running the model again.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -17,11 +17,11 @@ import numpy as np
 from sdscore.audio import AudioBatch, load_many
 from sdscore.errors import AudioError, ModelError
 from sdscore.features.speaker.cache import EmbeddingCache, hash_file, hash_samples
+from sdscore.progress import Progress
 
 EMBEDDERS = ("ge2e", "ecapa", "wavlm")
 FILES_PER_CHUNK = 256  # files decoded and embedded together; the next chunk decodes meanwhile
 
-Progress = Callable[[str, int, int], None]
 
 
 def _encoder(name: str, model_dir: str | os.PathLike | None, device: str, options: dict):

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sdscore.errors import JudgeError
+from sdscore.progress import Progress
 from sdscore.protocols.judge.blueprint_view import transcript_of
 
 #: The dimensions a judge rates, in TRACE's order (content C, voice quality VQ, paralinguistics P).
@@ -15,7 +16,6 @@ DIMENSIONS = ("content", "voice_quality", "paralinguistics")
 INSTRUCTION_SOURCES = ("text", "asr")
 
 #: progress(stage, done, total), the same shape as the demo's and the CLI's progress callbacks.
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
