@@ -42,6 +42,8 @@ class RewardModel(nn.Module, ABC):
     sample_rate: int = 16000
     #: "left" or "right": where collate puts padding
     padding_side: str = "right"
+    #: False for text-only models: the scorer then never loads audio (prepare gets None per turn)
+    needs_audio: bool = True
 
     pooler: nn.Module
     score_head: nn.Linear

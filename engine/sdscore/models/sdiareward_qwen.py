@@ -1,0 +1,416 @@
+"""SDiaReward checkpoints: a Qwen2.5-Omni thinker, a pooler over its last layer and `score_head`.
+
+Reproduces what the authors' evaluator (MYJOKERML/SDiaReward, eval_model.py) feeds their
+`QwenOmniThinkerReward`: the chat template of the base Qwen2.5-Omni processor applied with
+add_generation_prompt=False to the turns (text part, then audio part), their judge system prompt
+put first when the episode has no system turn, each clip padded/truncated to the base feature
+extractor's n_samples (300 s for Qwen2.5-Omni) and turned into Whisper log-mel features, one
+<|AUDIO|> token per audio-encoder output frame, then pooling over every attended position of the
+last layer (system prompt, text and audio tokens alike) and `score_head` (no bias).
+
+On-disk layout (their `save_pretrained`): config.json (thinker config) + model.safetensors or
+shards with the thinker weights and `score_head.weight` (+ `pooler.attn.*` when trained with
+attention pooling). Config, tokenizer, feature extractor and chat template come from the base
+Qwen2.5-Omni directory (`base=`), or from processor files saved in the checkpoint directory. The
+system prompt comes from `system_prompt=PATH` or `<checkpoint>/system_prompt.txt`, read verbatim.
+
+Differences from the evaluator, all without effect on scores: it runs batch 1, we batch with
+left padding (positions come from `get_rope_index` over the attention mask, so padded rows see
+the same positions as unpadded ones; their `rope_deltas - delta0` only feeds generation with a
+cache); each clip's log-mel is computed over the clip plus a short zero tail instead of the full
+300 s buffer (same valid frames, same normalising maximum; see `clip_features`); pooling and the
+head accumulate in float32. The released code has one prompt for both criteria, so
+`Episode.criterion` is not used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from sdscore.errors import MissingDependencyError, ModelError
+from sdscore.models.base import Prepared, RewardModel
+from sdscore.models.chat_prompts import (
+    SYSTEM_PROMPT_FILE,
+    chat_template_in,
+    episode_label,
+    multimodal_messages,
+    read_system_prompt,
+    with_system_prompt,
+)
+from sdscore.models.episodes import Episode
+from sdscore.models.heads import Pooler, pooling_name
+
+LOAD_OPTIONS = ("base", "system_prompt", "pooling", "device", "dtype", "audio_first", "attn_implementation")
+THINKER_TYPES = ("qwen2_5_omni_thinker", "qwen2_5_omni")
+AUTHORS_CLASS = "QwenOmniThinkerReward"
+PROCESSOR_FILES = ("tokenizer_config.json", "preprocessor_config.json")
+
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError as error:
+        raise MissingDependencyError(
+            "SDiaReward checkpoints need transformers: pip install 'sdscore[hf]'"
+        ) from error
+    return transformers
+
+
+def audio_token_count(frames: int) -> int:
+    """Audio-encoder output length for `frames` log-mel frames (two stride-2 stages, as Qwen2.5-Omni)."""
+    after_conv = (frames - 1) // 2 + 1
+    return (after_conv - 2) // 2 + 1
+
+
+def clip_frames(feature_extractor: Any, samples: int) -> int:
+    """Valid log-mel frames of a clip of `samples` samples: ceil(n / hop), n truncated to n_samples."""
+    hop = int(feature_extractor.hop_length)
+    return min(-(-samples // hop), int(feature_extractor.n_samples) // hop)
+
+
+def clip_features(feature_extractor: Any, wave: np.ndarray) -> torch.Tensor:
+    """float32 [n_mels, F]: the F valid log-mel frames the processor computes for `wave`.
+
+    The processor pads each clip to n_samples (300 s for Qwen2.5-Omni) and keeps F = ceil(n / hop)
+    frames. Every frame that touches the clip, and the maximum that Whisper's log-mel clamps
+    against, are the same when the clip is padded with only (F + 3) hops of zeros, so that short
+    buffer is used: a 3 s clip costs 3 s of STFT and 0.2 MB, not 300 s and 15 MB. Clips that
+    reach the end of the buffer, non-zero padding and dither fall back to the full buffer.
+    """
+    fe = feature_extractor
+    n_samples, hop = int(fe.n_samples), int(fe.hop_length)
+    wave = wave[:n_samples]
+    frames = clip_frames(fe, len(wave))
+    length = hop * (frames + 3)
+    if length + int(fe.n_fft) > n_samples or float(fe.padding_value) != 0.0 or float(getattr(fe, "dither", 0.0)):
+        length = n_samples
+    out = fe(
+        wave, sampling_rate=fe.sampling_rate, padding="max_length", max_length=length, truncation=True,
+        return_attention_mask=False, return_tensors="np",
+    )
+    return torch.from_numpy(np.ascontiguousarray(out["input_features"][0, :, :frames], dtype=np.float32))
+
+
+def _torch_dtype(dtype: Any, device: torch.device) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in (None, "auto"):
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    names = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if dtype not in names:
+        raise ModelError(f"unknown dtype {dtype!r}; expected auto or one of {sorted(names)}")
+    return names[dtype]
+
+
+class SDiaRewardQwenOmni(RewardModel):
+    """SDiaReward (Qwen2.5-Omni thinker) reward model; `from_dir` loads the authors' checkpoints.
+
+    `pooler` is heads.Pooler over every attended position: "mean" (their default), "attn" or
+    "last". Their LastTokenPooling takes index `mask.sum() - 1`, right only without padding (their
+    evaluator runs batch 1); ours takes the last attended position, which equals theirs at batch 1
+    and stays right under left padding.
+    """
+
+    kind = "sdiareward-qwen-omni"
+    padding_side = "left"
+    #: fast tokenizers mutate their state per call; one lock per class keeps the model deep-copyable
+    _tokenizer_lock = threading.Lock()
+    sample_rate = 16000
+
+    def __init__(self, backbone: nn.Module, tokenizer: Any, feature_extractor: Any, chat_template: str,
+                 system_prompt: str, pooling: str = "mean", audio_first: bool = False):
+        """backbone: transformers' Qwen2_5OmniThinkerModel (audio tower + vision + language model)."""
+        super().__init__()
+        config = backbone.config
+        hidden_size = int(config.text_config.hidden_size)
+        self.backbone = backbone
+        self.pooler = Pooler(pooling, hidden_size)
+        self.score_head = nn.Linear(hidden_size, 1, bias=False)
+        self.tokenizer = tokenizer
+        self.feature_extractor = feature_extractor
+        self.chat_template = chat_template
+        self.system_prompt = system_prompt
+        self.audio_first = bool(audio_first)
+        self.audio_token_id = int(config.audio_token_id)
+        self.max_length = int(getattr(config.text_config, "max_position_embeddings", 0) or 0) or None
+        pad = tokenizer.pad_token_id
+        self.pad_token_id = int(pad if pad is not None else getattr(config.text_config, "pad_token_id", None) or 0)
+        self.sample_rate = int(feature_extractor.sampling_rate)
+
+    # ---- prepare / collate / hidden ----------------------------------------------------------
+
+    def render(self, episode: Episode, audio: Sequence[np.ndarray | None]) -> tuple[str, list[np.ndarray]]:
+        """The chat-template text of an episode (one <|AUDIO|> per clip) and its clips in order."""
+        messages, clips = multimodal_messages(episode, audio, self.audio_first)
+        messages = with_system_prompt(messages, self.system_prompt, as_parts=True)
+        text = self.tokenizer.apply_chat_template(
+            messages, chat_template=self.chat_template, tokenize=False, add_generation_prompt=False
+        )
+        return text, clips
+
+    def prepare(self, episode: Episode, audio: Sequence[np.ndarray | None]) -> Prepared:
+        """input_ids int64 [L] with each <|AUDIO|> widened to its clip's token count, and the
+        clips' log-mel features (float32 [n_mels, F] each); length L counts every backbone token."""
+        text, clips = self.render(episode, audio)
+        features, counts = [], []
+        for n, clip in enumerate(clips):
+            tokens = audio_token_count(clip_frames(self.feature_extractor, len(clip)))
+            if tokens < 1:
+                raise ValueError(f"{episode_label(episode)}: audio clip {n} is too short ({len(clip)} samples)")
+            features.append(clip_features(self.feature_extractor, clip))
+            counts.append(tokens)
+        with self._tokenizer_lock:
+            ids = np.asarray(self.tokenizer(text)["input_ids"], dtype=np.int64)
+        slots = np.flatnonzero(ids == self.audio_token_id)
+        if len(slots) != len(clips):
+            raise ValueError(
+                f"{episode_label(episode)}: {len(slots)} audio placeholders for {len(clips)} clips "
+                "(does a turn's text contain the audio token?)"
+            )
+        repeats = np.ones(len(ids), dtype=np.int64)
+        repeats[slots] = counts
+        ids = np.repeat(ids, repeats)
+        if self.max_length is not None and len(ids) > self.max_length:
+            raise ValueError(
+                f"{episode_label(episode)}: {len(ids)} tokens, more than the model's {self.max_length} positions"
+            )
+        return Prepared(length=len(ids), inputs={"input_ids": torch.from_numpy(ids), "features": features})
+
+    def collate(self, items: Sequence[Prepared]) -> dict[str, torch.Tensor]:
+        """input_ids / attention_mask int64 [B, L], left padding; when any clip, its log-mel frames
+        packed: input_features float32 [n_mels, T] (clips concatenated in batch then turn order,
+        the order their placeholders take in the flattened batch) and feature_lengths int64 [N]."""
+        width = max(item.length for item in items)
+        ids = torch.full((len(items), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(items), width), dtype=torch.long)
+        for row, item in enumerate(items):
+            ids[row, width - item.length:] = item.inputs["input_ids"]
+            mask[row, width - item.length:] = 1
+        batch = {"input_ids": ids, "attention_mask": mask}
+        clips = [f for item in items for f in item.inputs["features"]]
+        if clips:
+            batch["input_features"] = torch.cat(clips, dim=1)
+            batch["feature_lengths"] = torch.tensor([f.shape[1] for f in clips], dtype=torch.long)
+        return batch
+
+    def hidden(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Thinker's last layer [B, L, H] and attention_mask [B, L].
+
+        As the thinker's forward: token embeddings, audio-tower outputs scattered over the
+        <|AUDIO|> positions, language model; positions from get_rope_index over the attention
+        mask, passed explicitly so the thinker keeps no rope_deltas state between calls.
+        """
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+        lengths = batch.get("feature_lengths")
+        embeds = self.backbone.get_input_embeddings()(ids)
+        if lengths is not None and lengths.numel():
+            tower = self.backbone.audio_tower
+            after_conv = (lengths - 1) // 2 + 1
+            audio = tower(batch["input_features"], feature_lens=lengths, aftercnn_lens=after_conv).last_hidden_state
+            slots = (ids == self.audio_token_id).unsqueeze(-1)
+            embeds = embeds.masked_scatter(slots, audio.to(embeds.dtype))
+        position_ids, _ = self.backbone.get_rope_index(ids, None, None, mask, False, lengths, None)
+        out = self.backbone.language_model(
+            inputs_embeds=embeds, attention_mask=mask, position_ids=position_ids, use_cache=False
+        )
+        return out.last_hidden_state, mask
+
+    # ---- loading -----------------------------------------------------------------------------
+
+    @classmethod
+    def claims(cls, path: str | os.PathLike) -> bool:
+        """A config.json of a Qwen2.5-Omni thinker (or their reward class): from_dir then checks the head."""
+        config = _read_json(Path(path) / "config.json")
+        if config is None:
+            return False
+        return config.get("model_type") in THINKER_TYPES or AUTHORS_CLASS in (config.get("architectures") or [])
+
+    @classmethod
+    def from_dir(cls, path: str | os.PathLike, **options: Any) -> SDiaRewardQwenOmni:
+        """Load an SDiaReward checkpoint directory (local files only).
+
+        options: base (Qwen2.5-Omni directory: config, tokenizer, feature extractor, chat template),
+        system_prompt (file path; default <path>/system_prompt.txt), pooling (mean | attn | last;
+        default: config's pooling_type, else attn when pooler.attn weights exist, else mean),
+        device, dtype (auto = bfloat16 on CUDA, float32 elsewhere), audio_first (audio part before
+        the text part of a turn), attn_implementation (default sdpa).
+        """
+        folder = Path(path)
+        unknown = sorted(set(options) - set(LOAD_OPTIONS))
+        if unknown:
+            raise ModelError(f"{folder}: unknown options {unknown} for {cls.kind}; expected {list(LOAD_OPTIONS)}")
+        if not folder.is_dir():
+            raise ModelError(f"{folder}: not a directory (an SDiaReward checkpoint is a save_pretrained folder)")
+        if _read_json(folder / "config.json") is None:
+            raise ModelError(f"{folder}: config.json is missing or unreadable")
+        files = weight_files(folder)
+        keys = tensor_names(files)
+        if "score_head.weight" not in keys:
+            raise ModelError(
+                f"{folder}: no score_head.weight in {[f.name for f in files] or 'any *.safetensors file'} — an "
+                f"SDiaReward checkpoint is the save_pretrained of their {AUTHORS_CLASS} (thinker weights + "
+                "score_head); a plain Qwen2.5-Omni model has no reward head"
+            )
+        source = cls._processor_dir(folder, options.get("base"))
+        prompt = read_system_prompt(folder, options.get("system_prompt"))
+        if prompt is None:
+            raise ModelError(
+                f"{folder}: no system prompt — SDiaReward scores only reproduce with the authors' exact prompt "
+                f"(SYSTEM_PROMPT in their model/processing_qwen_omni_thinker_reward.py); save it verbatim as "
+                f"{folder / SYSTEM_PROMPT_FILE} or pass system_prompt=PATH"
+            )
+        transformers = _transformers()
+        config = cls._thinker_config(transformers, options.get("base") or folder)
+        pooling = cls._pooling(options.get("pooling"), config, keys)
+        device = torch.device(options.get("device") or "cpu")
+        dtype = _torch_dtype(options.get("dtype"), device)
+        tokenizer, feature_extractor, template = cls._processor_parts(transformers, source)
+        backbone = cls._backbone(transformers, folder, config, dtype, options.get("attn_implementation") or "sdpa")
+        model = cls(backbone, tokenizer, feature_extractor, template, prompt, pooling, options.get("audio_first", False))
+        head = read_tensors(keys, ["score_head.weight"] + [k for k in keys if k.startswith("pooler.attn.")])
+        cls._load_head(model, folder, head)
+        return model.to(device=device, dtype=dtype).eval()
+
+    @staticmethod
+    def _processor_dir(folder: Path, base: str | os.PathLike | None) -> Path:
+        if base is not None:
+            base = Path(base)
+            if not base.is_dir():
+                raise ModelError(f"base={os.fspath(base)!r}: not a directory (give the base Qwen2.5-Omni model folder)")
+            return base
+        if all((folder / name).is_file() for name in PROCESSOR_FILES):
+            return folder
+        raise ModelError(
+            f"{folder}: needs base=<Qwen2.5-Omni directory> — config, tokenizer, feature extractor and chat "
+            f"template come from the base model, and the checkpoint has no {' / '.join(PROCESSOR_FILES)}"
+        )
+
+    @staticmethod
+    def _thinker_config(transformers: Any, source: str | os.PathLike) -> Any:
+        try:
+            return transformers.Qwen2_5OmniThinkerConfig.from_pretrained(os.fspath(source), local_files_only=True)
+        except (OSError, ValueError, TypeError, KeyError) as error:
+            raise ModelError(f"{source}: cannot read a Qwen2.5-Omni thinker config from config.json: {error}") from error
+
+    @staticmethod
+    def _pooling(option: str | None, config: Any, keys: dict[str, Any]) -> str:
+        choice = option or getattr(config, "pooling_type", None)
+        if choice is None:
+            choice = "attn" if "pooler.attn.weight" in keys else "mean"
+        try:
+            choice = pooling_name(choice)
+        except ValueError as error:
+            raise ModelError(str(error)) from error
+        if choice == "attn" and "pooler.attn.weight" not in keys:
+            raise ModelError("pooling='attn' needs pooler.attn.weight in the checkpoint (it was trained without it)")
+        return choice
+
+    @staticmethod
+    def _processor_parts(transformers: Any, source: Path) -> tuple[Any, Any, str]:
+        if not any((source / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.json")):
+            raise ModelError(f"{source}: no tokenizer files (tokenizer.json / tokenizer_config.json / vocab.json)")
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(os.fspath(source), local_files_only=True)
+        except (OSError, ValueError, TypeError, KeyError) as error:
+            raise ModelError(f"{source}: cannot load the tokenizer: {error}") from error
+        if not (source / "preprocessor_config.json").is_file():
+            raise ModelError(f"{source}: preprocessor_config.json (the Whisper feature extractor) is missing")
+        try:
+            feature_extractor = transformers.WhisperFeatureExtractor.from_pretrained(
+                os.fspath(source), local_files_only=True
+            )
+        except (OSError, ValueError, TypeError, KeyError) as error:
+            raise ModelError(f"{source}: cannot load the feature extractor: {error}") from error
+        template = chat_template_in(source) or getattr(tokenizer, "chat_template", None)
+        if not template:
+            raise ModelError(f"{source}: no chat template (chat_template.jinja, chat_template.json or tokenizer_config)")
+        if getattr(tokenizer, "audio_token", None) is None:
+            raise ModelError(f"{source}: the tokenizer defines no audio_token (not a Qwen2.5-Omni tokenizer)")
+        return tokenizer, feature_extractor, template
+
+    @staticmethod
+    def _backbone(transformers: Any, folder: Path, config: Any, dtype: torch.dtype, attn: str) -> nn.Module:
+        """Qwen2_5OmniThinkerModel from the checkpoint (old `model.*` / `audio_tower.*` key layout or
+        the new one; lm_head, score_head and pooler keys are not part of it)."""
+        level = transformers.logging.get_verbosity()
+        transformers.logging.set_verbosity_error()  # the load report lists score_head as unexpected
+        try:
+            backbone, info = transformers.Qwen2_5OmniThinkerModel.from_pretrained(
+                os.fspath(folder), config=config, dtype=dtype, attn_implementation=attn,
+                local_files_only=True, output_loading_info=True,
+            )
+        except (OSError, ValueError, TypeError, KeyError, RuntimeError) as error:
+            raise ModelError(f"{folder}: cannot load the Qwen2.5-Omni thinker weights: {error}") from error
+        finally:
+            transformers.logging.set_verbosity(level)
+        missing = sorted(info.get("missing_keys") or [])
+        if missing or info.get("mismatched_keys"):
+            raise ModelError(
+                f"{folder}: thinker weights do not fit the base config: missing {missing[:5]}"
+                f"{' ...' if len(missing) > 5 else ''}, mismatched {list(info.get('mismatched_keys') or [])[:5]}"
+            )
+        return backbone
+
+    @staticmethod
+    def _load_head(model: SDiaRewardQwenOmni, folder: Path, head: dict[str, torch.Tensor]) -> None:
+        weight = head["score_head.weight"]
+        if tuple(weight.shape) != (1, model.hidden_size):
+            raise ModelError(
+                f"{folder}: score_head.weight has shape {tuple(weight.shape)}, expected (1, {model.hidden_size}) "
+                "(one scalar reward on the thinker's hidden size)"
+            )
+        state = {"score_head.weight": weight}
+        if model.pooler.kind == "attn":
+            state.update({k: v for k, v in head.items() if k.startswith("pooler.attn.")})
+        model.load_head(state)
+
+
+def _read_json(file: Path) -> dict | None:
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """The checkpoint's safetensors files: those model.safetensors.index.json names, else *.safetensors."""
+    index = _read_json(folder / "model.safetensors.index.json")
+    if index is not None and isinstance(index.get("weight_map"), dict):
+        return [folder / name for name in sorted(set(index["weight_map"].values()))]
+    return sorted(folder.glob("*.safetensors"))
+
+
+def tensor_names(files: Sequence[Path]) -> dict[str, Path]:
+    """Tensor name -> file, read from the safetensors headers only (no weights are loaded)."""
+    names: dict[str, Path] = {}
+    for file in files:
+        try:
+            with open(file, "rb") as handle:
+                (size,) = struct.unpack("<Q", handle.read(8))
+                header = json.loads(handle.read(size))
+        except (OSError, ValueError, struct.error) as error:
+            raise ModelError(f"{file}: not a readable safetensors file: {error}") from error
+        names.update({name: file for name in header if name != "__metadata__"})
+    return names
+
+
+def read_tensors(names: dict[str, Path], wanted: Sequence[str]) -> dict[str, torch.Tensor]:
+    """The `wanted` tensors (float32, CPU) from the files `names` maps them to."""
+    from safetensors import safe_open
+
+    out = {}
+    for name in wanted:
+        with safe_open(os.fspath(names[name]), framework="pt") as handle:
+            out[name] = handle.get_tensor(name).float()
+    return out
