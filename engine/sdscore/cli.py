@@ -10,7 +10,11 @@ from pathlib import Path
 from rich.table import Table
 
 from sdscore.cli_common import console, report_rows, stage_progress
-from sdscore.cli_reward import add_corpus_parser, add_score_reward_parser
+from sdscore.cli_reward import (
+    add_corpus_parser,
+    add_export_parser,
+    add_score_reward_parser,
+)
 from sdscore.errors import SdscoreError
 
 
@@ -173,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_score_parsers(sub)
     _add_eval_parser(sub)
     add_corpus_parser(sub)
+    add_export_parser(sub)
     return parser
 
 

@@ -9,11 +9,12 @@ from sdscore.cli_common import console, report_rows, stage_progress
 
 
 def _cmd_score_reward(args: argparse.Namespace) -> int:
+    from sdscore.models.pretrained import default_model_dir
     from sdscore.protocols.reward import run_score
 
     with stage_progress() as progress:
         frame = run_score(
-            args.manifest, args.out, args.model,
+            args.manifest, args.out, args.model or default_model_dir(),
             base=args.base, system_prompt=args.system_prompt, backend=args.backend, device=args.device,
             dtype=args.dtype, max_batch=args.max_batch, max_tokens=args.max_tokens,
             store_pooled=args.store_pooled, resume=args.resume, progress=progress,
@@ -29,7 +30,8 @@ def add_score_reward_parser(protocols) -> None:
     reward.add_argument("--model", type=Path, help="reward model folder (default: the shipped compact demo model)")
     reward.add_argument("--base", type=Path, help="base Qwen2.5-Omni folder (config, tokenizer, processor)")
     reward.add_argument("--system-prompt", type=Path, help="system prompt file the checkpoint was trained with")
-    reward.add_argument("--backend", choices=["auto", "torch", "onnxruntime"], default="auto")
+    reward.add_argument("--backend", choices=["auto", "torch", "onnxruntime", "tensorrt"], default="auto",
+                        help="onnxruntime / tensorrt run MODEL/export/ written by `sdscore export`")
     reward.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     reward.add_argument("--dtype", default="auto", help="auto (bf16 on GPU, fp32 on CPU) | float32 | bfloat16")
     reward.add_argument("--max-batch", type=int, default=16, help="episodes per forward")
@@ -70,3 +72,27 @@ def add_corpus_parser(sub) -> None:
     stratify.add_argument("--seed", type=int, default=0)
     stratify.add_argument("--remaining", type=Path, help="write the pairs not selected here (e.g. a training set)")
     stratify.set_defaults(func=_cmd_stratify)
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from sdscore.runtime.onnx_export import export_model
+
+    written = export_model(args.model_dir, args.format, args.out, what=args.what, max_batch=args.max_batch,
+                           max_length=args.max_length, fp16=args.fp16)
+    for path in written:
+        console.print(f"wrote [bold]{path}[/bold]")
+    return 0
+
+
+def add_export_parser(sub) -> None:
+    """`sdscore export MODEL_DIR --format onnx|tensorrt [...]`."""
+    export = sub.add_parser("export", help="export a reward model (or its pooling + head) to ONNX / TensorRT")
+    export.add_argument("model_dir", type=Path)
+    export.add_argument("--format", choices=["onnx", "tensorrt"], default="onnx")
+    export.add_argument("--out", type=Path, help="output folder (default MODEL_DIR/export)")
+    export.add_argument("--what", choices=["model", "head"], default="model",
+                        help="model: the whole dense model (compact); head: pooling + head over hidden states")
+    export.add_argument("--max-batch", type=int, default=64, help="TensorRT profile: largest batch")
+    export.add_argument("--max-length", type=int, default=4096, help="TensorRT profile: longest sequence")
+    export.add_argument("--fp16", action="store_true", help="TensorRT: allow fp16 kernels")
+    export.set_defaults(func=_cmd_export)

@@ -29,6 +29,9 @@ from sdscore.models.episodes import Episode, episodes_from_pairs
 from sdscore.progress import Progress
 from sdscore.runtime.batching import plan_batches
 
+#: the exported file each non-torch backend runs, under MODEL_DIR/export/
+EXPORT_FILES = {"onnxruntime": "model.onnx", "tensorrt": "model.trt.engine"}
+
 
 @dataclass
 class ScoredWindow:
@@ -123,14 +126,15 @@ class RewardScorer:
         device: str | torch.device = "auto",
         dtype: str | torch.dtype = "auto",
         *,
-        onnx_path: str | os.PathLike | None = None,
+        export_path: str | os.PathLike | None = None,
         model_options: dict | None = None,
         **scorer_options: Any,
     ) -> RewardScorer:
         """Load a local reward-model directory (any layout models/loading.py knows).
 
-        backend "auto"/"torch" runs the model in torch; "onnxruntime" runs `onnx_path` (default
-        PATH/model.onnx, written by `sdscore export PATH --format onnx`) for everything after
+        backend "auto"/"torch" runs the model in torch; "onnxruntime" and "tensorrt" run an export
+        made by `sdscore export PATH --format onnx|tensorrt` (default files PATH/export/model.onnx
+        and PATH/export/model.trt.engine; `export_path` overrides) for everything after
         `prepare`/`collate`. model_options (base=, system_prompt=, pooling=, ...) go to the adapter.
         """
         from sdscore.models.loading import load_reward_model
@@ -138,14 +142,19 @@ class RewardScorer:
         model = load_reward_model(path, **(model_options or {}))
         if backend in ("auto", "torch"):
             return cls(model, device=device, dtype=dtype, **scorer_options)
+        if backend not in EXPORT_FILES:
+            raise ValueError(f"unknown backend {backend!r}; expected auto, torch, onnxruntime or tensorrt")
+        exported = os.fspath(export_path or os.path.join(os.fspath(path), "export", EXPORT_FILES[backend]))
+        if not os.path.isfile(exported):
+            fmt = "onnx" if backend == "onnxruntime" else "tensorrt"
+            raise SdscoreError(f"{exported}: no {backend} export (run `sdscore export {path} --format {fmt}`)")
         if backend == "onnxruntime":
             from sdscore.runtime.onnx_backend import OnnxRewardSession
 
-            onnx_file = os.fspath(onnx_path or os.path.join(os.fspath(path), "model.onnx"))
-            if not os.path.isfile(onnx_file):
-                raise SdscoreError(f"{onnx_file}: no ONNX export (run `sdscore export {path} --format onnx`)")
-            return cls(model, device="cpu", dtype="float32", session=OnnxRewardSession(onnx_file), **scorer_options)
-        raise ValueError(f"unknown backend {backend!r}; expected auto, torch or onnxruntime")
+            return cls(model, device="cpu", dtype="float32", session=OnnxRewardSession(exported), **scorer_options)
+        from sdscore.runtime.tensorrt_backend import TensorRTRewardSession
+
+        return cls(model, device="cuda", dtype="float32", session=TensorRTRewardSession(exported), **scorer_options)
 
     # ---- public API -------------------------------------------------------------------------
 
@@ -251,7 +260,7 @@ class RewardScorer:
         """Load the window's audio in one threaded call, prepare each episode, bucket by length."""
         window = [episodes[i] for i in indices]
         paths: dict[str, int] = {}
-        for e in window:
+        for e in window if self.model.needs_audio else ():
             for p in e.audio_paths():
                 paths.setdefault(p, len(paths))
         audio = load_many(list(paths), self.model.sample_rate, num_threads=self.num_threads) if paths else None
@@ -261,7 +270,7 @@ class RewardScorer:
             try:
                 waves: list[np.ndarray | None] = []
                 for t, turn in enumerate(e.turns):
-                    if turn.audio is None:
+                    if turn.audio is None or not self.model.needs_audio:
                         waves.append(None)
                     elif isinstance(turn.audio, (str, os.PathLike)):
                         slot = paths[os.fspath(turn.audio)]
@@ -291,14 +300,14 @@ class RewardScorer:
         pooled = torch.full((n, self.model.hidden_size), math.nan) if with_pooled else None
         for members, batch in prepared.batches:
             at = torch.tensor(members, dtype=torch.long)
-            if self.session is not None:
-                rewards[at] = self.session.run(batch).float().cpu()
-                continue
             with torch.inference_mode(), self._autocast():
                 moved = {
                     k: v.to(self.device, dtype=self.dtype if v.is_floating_point() else None, non_blocking=True)
                     for k, v in batch.items()
                 }
+                if self.session is not None:
+                    rewards[at] = self.session.run(moved).float().cpu()
+                    continue
                 states = self.model.pooled(moved)
                 rewards[at] = self.model.head(states).float().cpu()
                 if pooled is not None:
