@@ -1,0 +1,144 @@
+"""`sdscore score/eval reward` end to end: tiny SDiaReward- and TRL-layout checkpoints through the CLI
+give the scores of a direct forward pass; resume after an interruption; eval with the plot."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+import soundfile as sf
+import torch
+import transformers
+from test_models_sdiareward import _AudioTextProcessor, _authors_inputs, _authors_scores
+from test_models_trl import _hf_scores
+from tiny_reward_models import build_tiny_sdiareward, build_tiny_trl
+
+import sdscore.protocols.reward as reward_protocol
+from sdscore.cli import main
+from sdscore.corpus import write_manifest
+from sdscore.corpus.schemas import REWARD_PAIRS
+from sdscore.errors import SdscoreError
+from sdscore.models.episodes import Episode, Turn
+from sdscore.models.loading import load_reward_model
+
+SR = 16000
+N_PAIRS = 5
+
+
+def _clip(path, seconds: float, freq: float) -> str:
+    t = np.arange(int(seconds * SR)) / SR
+    sf.write(path, (0.2 * np.sin(2 * np.pi * freq * t)).astype(np.float32), SR, subtype="FLOAT")
+    return path.name
+
+
+@pytest.fixture(scope="module")
+def manifest(tmp_path_factory):
+    """N_PAIRS pairs of 2-3 turn episodes, every turn with text and a clip (relative paths)."""
+    folder = tmp_path_factory.mktemp("pairs")
+    rng = np.random.default_rng(3)
+    rows = []
+    for i in range(N_PAIRS):
+        sides = {}
+        for side in ("chosen", "rejected"):
+            turns = []
+            for t in range(int(rng.integers(2, 4))):
+                name = _clip(folder / f"{i}-{side}-{t}.wav", float(rng.uniform(0.2, 1.2)), float(rng.uniform(150, 400)))
+                turns.append({"role": ("user", "assistant")[t % 2], "text": f"turn {t} of {side} {i}", "audio_path": name})
+            sides[side] = turns
+        rows.append({"pair_id": f"p{i}", "criterion": "modality", "subset": "wild", "category": "c",
+                     "source": "s", "margin": None, **sides})
+    path = folder / "pairs.parquet"
+    write_manifest(pl.DataFrame(rows, schema=REWARD_PAIRS), path)
+    return path
+
+
+def _episodes(manifest_path) -> list[Episode]:
+    """Chosen then rejected episodes of the manifest, audio paths resolved."""
+    frame = pl.read_parquet(manifest_path)
+    out = []
+    for side in ("chosen", "rejected"):
+        for row in frame[side].to_list():
+            out.append(Episode(tuple(Turn(t["role"], t["text"], str(manifest_path.parent / t["audio_path"])) for t in row)))
+    return out
+
+
+def _cli_scores(out) -> torch.Tensor:
+    results = pl.read_parquet(out)
+    assert results["error"].null_count() == N_PAIRS
+    return torch.tensor(results["chosen_reward"].to_list() + results["rejected_reward"].to_list())
+
+
+def test_sdiareward_checkpoint_through_cli_equals_direct_forward(manifest, tmp_path):
+    ckpt, base = build_tiny_sdiareward(tmp_path / "ckpt", tmp_path / "base", pooling="mean", seed=4)
+    out = tmp_path / "res.parquet"
+    code = main(["score", "reward", str(manifest), "--model", str(ckpt), "--base", str(base), "--out", str(out),
+                 "--max-batch", "3"])
+    assert code == 0
+    template = json.loads((base / "chat_template.json").read_text())["chat_template"]
+    processor = _AudioTextProcessor(
+        image_processor=None, video_processor=None, chat_template=template,
+        feature_extractor=transformers.WhisperFeatureExtractor.from_pretrained(base),
+        tokenizer=transformers.AutoTokenizer.from_pretrained(base),
+    )
+    episodes = _episodes(manifest)
+    inputs = [_authors_inputs(processor, e, [sf.read(t.audio, dtype="float32")[0] for t in e.turns]) for e in episodes]
+    expected = _authors_scores(ckpt, base, inputs, "mean").float()
+    torch.testing.assert_close(_cli_scores(out).float(), expected, atol=1e-5, rtol=0)
+
+
+def test_trl_checkpoint_through_cli_equals_direct_forward(manifest, tmp_path):
+    folder = build_tiny_trl(tmp_path / "trl", seed=2)
+    out = tmp_path / "res.parquet"
+    assert main(["score", "reward", str(manifest), "--model", str(folder), "--out", str(out)]) == 0
+    expected = _hf_scores(folder, _episodes(manifest))
+    torch.testing.assert_close(_cli_scores(out).float(), expected.float(), atol=1e-5, rtol=0)
+
+
+def test_interrupted_run_resumes_to_the_same_results(manifest, tmp_path, monkeypatch):
+    folder = build_tiny_trl(tmp_path / "trl", seed=2)
+    full = reward_protocol.run_score(manifest, tmp_path / "full.parquet", folder, shard_rows=2)
+    out = tmp_path / "res.parquet"
+    real, calls = reward_protocol.score_pairs_frame, []
+
+    def dies_on_second_shard(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(reward_protocol, "score_pairs_frame", dies_on_second_shard)
+    with pytest.raises(KeyboardInterrupt):
+        reward_protocol.run_score(manifest, out, folder, shard_rows=2)
+    monkeypatch.setattr(reward_protocol, "score_pairs_frame", real)
+    assert not out.exists() and sorted(p.name for p in (tmp_path / "res.parquet.parts").iterdir()) == [
+        "part-000000.parquet", "run.json"]
+    with pytest.raises(SdscoreError, match="pass --resume"):
+        reward_protocol.run_score(manifest, out, folder, shard_rows=2)
+    with pytest.raises(SdscoreError, match="shard_rows differ"):
+        reward_protocol.run_score(manifest, out, folder, shard_rows=3, resume=True)
+    resumed = reward_protocol.run_score(manifest, out, folder, shard_rows=2, resume=True)
+    assert resumed.equals(full) and pl.read_parquet(out).equals(full)
+    assert not (tmp_path / "res.parquet.parts").exists()
+
+
+def test_eval_reward_writes_metrics_and_plot(manifest, tmp_path):
+    folder = build_tiny_trl(tmp_path / "trl", seed=2)
+    out = tmp_path / "res.parquet"
+    assert main(["score", "reward", str(manifest), "--model", str(folder), "--out", str(out), "--store-pooled"]) == 0
+    results = pl.read_parquet(out)
+    width = load_reward_model(folder).hidden_size
+    assert results.schema["chosen_pooled"] == pl.Array(pl.Float32, width)
+    assert np.isfinite(np.stack(results["rejected_pooled"].to_numpy())).all()
+    metrics_path, png = tmp_path / "m.json", tmp_path / "r.png"
+    assert main(["eval", "reward", str(out), "--out", str(metrics_path), "--plot", str(png)]) == 0
+    metrics = json.loads(metrics_path.read_text())
+    assert metrics["subsets"]["wild"]["n"] == N_PAIRS
+    assert metrics["modality_micro"] == pytest.approx(float((results["chosen_reward"] > results["rejected_reward"]).mean()))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_score_reward_errors_are_reported(manifest, tmp_path, capsys):
+    assert main(["score", "reward", str(manifest), "--model", str(tmp_path), "--out", str(tmp_path / "o.parquet")]) == 2
+    assert "no reward model layout recognised" in capsys.readouterr().err.replace("\n", " ")
