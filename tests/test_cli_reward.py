@@ -142,3 +142,35 @@ def test_eval_reward_writes_metrics_and_plot(manifest, tmp_path):
 def test_score_reward_errors_are_reported(manifest, tmp_path, capsys):
     assert main(["score", "reward", str(manifest), "--model", str(tmp_path), "--out", str(tmp_path / "o.parquet")]) == 2
     assert "no reward model layout recognised" in capsys.readouterr().err.replace("\n", " ")
+
+
+def test_head_only_training_from_stored_or_computed_states(manifest, tmp_path):
+    from safetensors.torch import load_file
+
+    base = build_tiny_trl(tmp_path / "trl", seed=2)
+    results = tmp_path / "res.parquet"
+    assert main(["score", "reward", str(manifest), "--model", str(base), "--out", str(results), "--store-pooled"]) == 0
+    common = ["train", "reward", str(manifest), "--head-only", "--init", str(base), "--epochs", "30", "--eval-fraction", "0"]
+    assert main([*common, "--out", str(tmp_path / "computed")]) == 0
+    assert main([*common, "--out", str(tmp_path / "stored"), "--pooled", str(results)]) == 0
+    computed = load_file(tmp_path / "computed" / "head.safetensors")
+    stored = load_file(tmp_path / "stored" / "head.safetensors")
+    torch.testing.assert_close(computed["score_head.weight"], stored["score_head.weight"], atol=1e-6, rtol=0)
+    model = load_reward_model(tmp_path / "stored")
+    assert model.kind == "trl-seqcls"
+    torch.testing.assert_close(model.score_head.weight.detach(), stored["score_head.weight"])
+    # a linear probe on 5 pairs of 32-d states fits them all (a random head gets about half)
+    scored = tmp_path / "rescored.parquet"
+    assert main(["score", "reward", str(manifest), "--model", str(tmp_path / "stored"), "--out", str(scored)]) == 0
+    assert pl.read_parquet(scored)["correct"].all()
+
+
+def test_head_only_needs_init_and_pooled_columns(manifest, tmp_path, capsys):
+    assert main(["train", "reward", str(manifest), "--head-only", "--out", str(tmp_path / "h")]) == 2
+    assert "--head-only needs --init" in capsys.readouterr().err
+    base = build_tiny_trl(tmp_path / "trl", seed=2)
+    plain = tmp_path / "plain.parquet"
+    assert main(["score", "reward", str(manifest), "--model", str(base), "--out", str(plain)]) == 0
+    assert main(["train", "reward", str(manifest), "--head-only", "--init", str(base), "--pooled", str(plain),
+                 "--out", str(tmp_path / "h")]) == 2
+    assert "--store-pooled" in capsys.readouterr().err

@@ -14,6 +14,7 @@ from sdscore.cli_reward import (
     add_corpus_parser,
     add_export_parser,
     add_score_reward_parser,
+    add_train_parser,
 )
 from sdscore.errors import SdscoreError
 
@@ -178,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval_parser(sub)
     add_corpus_parser(sub)
     add_export_parser(sub)
+    add_train_parser(sub)
     return parser
 
 
