@@ -45,6 +45,9 @@ test: install
 bench: install
 	$(PY) bench/audio.py
 	$(PY) bench/kernels.py
+	$(PY) bench/consistency.py
+	$(PY) bench/features.py
+	$(PY) bench/reward.py
 
 fuzz: install
 	bash csrc/fuzz/run_fuzzer.sh 300

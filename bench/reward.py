@@ -1,0 +1,149 @@
+"""Reward scoring throughput: RewardScorer vs the authors' one-sample-at-a-time evaluator loop.
+
+Same model, same pairs, same run. Pairs are 2-4 turn episodes over TTS clips (flite and
+espeak-ng voices rendered into a temp folder), with text on every turn. The peer does what
+SDiaReward's eval_model.py does per pair: load each clip with librosa at 16 kHz, build the
+inputs of one episode, forward it alone, then the rejected one — batch 1, no overlap. Ours is
+`RewardScorer.score_pairs` (threaded load_many, length-bucketed batches, prefetch overlapping the
+forward). The clips are rewritten at 16 kHz first, so neither side resamples (espeak-ng renders at
+22.05 kHz, and librosa's soxr and our resampler differ near Nyquist, which moves log-mel features)
+and the two score lists must agree: the max |difference| is printed, so the speed-up cannot come
+from computing something else.
+
+Models: the shipped compact demo model, and a tiny random-weight model in SDiaReward's
+Qwen2.5-Omni thinker layout (its processor pads each clip to 30 s, as theirs does). On CUDA the
+same rows run on the GPU (bf16 for the scorer, as the authors' evaluator uses bf16 there too).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from common import WORDS, Row, parser, render_tts, report  # noqa: E402
+
+from sdscore.models.base import RewardModel  # noqa: E402
+from sdscore.models.episodes import Episode, Turn  # noqa: E402
+from sdscore.models.loading import load_reward_model  # noqa: E402
+from sdscore.runtime.reward_scorer import RewardScorer  # noqa: E402
+
+
+def at_16k(paths: list[str]) -> list[str]:
+    """The clips rewritten at 16 kHz, so both sides decode identical samples (no resampler differences)."""
+    import soundfile as sf
+
+    from sdscore.audio import load
+
+    out = []
+    for p in paths:
+        target = p.replace(".wav", "-16k.wav")
+        sf.write(target, load(p, 16000), 16000, subtype="FLOAT")
+        out.append(target)
+    return out
+
+
+def make_pairs(paths: list[str], n_pairs: int, seed: int = 0) -> list[tuple[Episode, Episode]]:
+    """(chosen, rejected) episodes of 2-4 turns drawn from the rendered clips."""
+    rng = np.random.default_rng(seed)
+
+    def episode(tag: str) -> Episode:
+        turns = []
+        for t in range(int(rng.integers(2, 5))):
+            text = " ".join(rng.choice(WORDS, int(rng.integers(3, 12))))
+            turns.append(Turn("user" if t % 2 == 0 else "assistant", text, paths[int(rng.integers(len(paths)))]))
+        return Episode(tuple(turns), "modality", tag)
+
+    return [(episode(f"{i}/c"), episode(f"{i}/r")) for i in range(n_pairs)]
+
+
+def peer_loop(model: RewardModel, pairs: list[tuple[Episode, Episode]], loader: str = "librosa") -> np.ndarray:
+    """The authors' evaluator shape: per episode, load each clip (librosa, as their
+    qwen_omni_utils does, or sdscore.audio.load), one-item batch, one forward."""
+    import librosa
+
+    from sdscore.audio import load
+
+    def read(path: str) -> np.ndarray:
+        return librosa.load(path, sr=model.sample_rate)[0] if loader == "librosa" else load(path, model.sample_rate)
+
+    def one(e: Episode) -> float:
+        waves = [None if t.audio is None else read(t.audio) for t in e.turns]
+        batch = model.collate([model.prepare(e, waves)])
+        device = next(model.parameters()).device
+        dtype = next(model.parameters()).dtype
+        batch = {k: v.to(device, dtype=dtype if v.is_floating_point() else None) for k, v in batch.items()}
+        with torch.inference_mode():
+            return float(model(batch)[0])
+
+    return np.array([[one(c), one(r)] for c, r in pairs])
+
+
+def ours(scorer: RewardScorer, pairs) -> np.ndarray:
+    chosen, rejected = scorer.score_pairs(pairs)
+    return torch.stack([chosen, rejected], 1).float().cpu().numpy()
+
+
+def timed(fn, repeats: int) -> tuple[float, object]:
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return best, out
+
+
+def model_rows(name: str, model: RewardModel, pairs, repeats: int, max_batch: int, device: str) -> list[Row]:
+    scorer = RewardScorer(model, device=device, max_batch=max_batch)
+    peer_loop(model, pairs[:2])  # warm-up: lazy imports, first forwards
+    ours(scorer, pairs[:4])
+    ours_s, got = timed(lambda: ours(scorer, pairs), repeats)
+    peer_s, expected = timed(lambda: peer_loop(model, pairs), repeats)
+    same_loader_s, _ = timed(lambda: peer_loop(model, pairs, loader="sdscore"), repeats)
+    diff = float(np.max(np.abs(got - expected)))
+    print(f"{name}: max |ours - peer| = {diff:.2e} over {len(pairs)} pairs")
+    n = len(pairs)
+    return [
+        Row(f"{name}: score_pairs vs one-by-one loop, librosa ({device})", "pairs/s", n / ours_s, n / peer_s),
+        Row(f"{name}: score_pairs vs one-by-one loop, our loader ({device})", "pairs/s", n / ours_s, n / same_loader_s),
+    ]
+
+
+def compact_model() -> RewardModel:
+    from sdscore.models.pretrained import default_model_dir
+
+    return load_reward_model(default_model_dir())
+
+
+def tiny_qwen_model(folder: Path) -> RewardModel:
+    from tiny_reward_models import build_tiny_sdiareward
+
+    build_tiny_sdiareward(folder / "ckpt", folder / "base")
+    return load_reward_model(folder / "ckpt", base=folder / "base")
+
+
+def main() -> None:
+    args = parser(__doc__.splitlines()[0]).parse_args()
+    repeats = args.repeats or (1 if args.quick else 2)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    warnings.filterwarnings("ignore")
+    with tempfile.TemporaryDirectory(prefix="sdscore-bench-") as folder:
+        paths = render_tts(Path(folder), 12 if args.quick else 40, words=(3, 14), espeak_every=3, prefix="r")
+        pairs = make_pairs(at_16k(paths), 24 if args.quick else 96)
+        rows = model_rows("compact demo model", compact_model(), pairs, repeats, 16, device)
+        qwen_pairs = pairs[: 6 if args.quick else 24]
+        rows += model_rows("tiny SDiaReward-layout model", tiny_qwen_model(Path(folder)), qwen_pairs, repeats, 8, device)
+    report("reward: batched scoring vs the one-sample evaluator loop", rows, args.json)
+
+
+if __name__ == "__main__":
+    main()
