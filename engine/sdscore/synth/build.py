@@ -24,7 +24,7 @@ from sdscore.synth.consistency_instances import build_consistency
 from sdscore.synth.judge_items import build_judge_items
 from sdscore.synth.naturalness_items import GAP_RANGE, LATENCY_RANGE, build_naturalness
 from sdscore.synth.render import Renderer, Utterance
-from sdscore.synth.reward_pairs import build_reward_pairs
+from sdscore.synth.reward_pairs import build_reward_pairs, reward_dialogues
 from sdscore.synth.texts import CALIBRATION_SENTENCE
 from sdscore.synth.voices import VOICES
 
@@ -109,17 +109,21 @@ def build_corpus(
     size: str = "small",
     workers: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    reward_split: str | None = None,
 ) -> dict:
     """Build the synthetic corpus under out_dir and return its summary (also in corpus.json).
 
     Files already in out_dir with the same content key are reused (a render cache). progress, if
-    given, is called as progress(stage, done, total) while each stage runs.
+    given, is called as progress(stage, done, total) while each stage runs. reward_split "train" or
+    "heldout" draws the reward pairs from that part of the dialogue bank only (held out: every 5th
+    dialogue), so a reward model can be scored on dialogues it was not trained on; None uses all.
     """
     if size not in SIZES:
         raise ValueError(f"unknown corpus size {size!r}; expected one of {sorted(SIZES)}")
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     spec = SIZES[size]
+    reward_dialogues(reward_split)  # refuse an unknown split before rendering anything
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     renderer = Renderer(out, workers, progress)
@@ -128,7 +132,7 @@ def build_corpus(
     similar = voice_similarity(renderer)
     frames, truth = {}, {}
     frames["reward"], truth["reward"] = build_reward_pairs(
-        renderer, rng["reward"], spec.modality_pairs, spec.colloquial_pairs
+        renderer, rng["reward"], spec.modality_pairs, spec.colloquial_pairs, reward_split
     )
     frames["consistency"], truth["consistency"] = build_consistency(
         renderer, rng["consistency"], spec.consistency_speakers, similar

@@ -4,6 +4,10 @@ Modality: one dialogue text; chosen in natural voices, rejected with the final a
 (or all turns) re-voiced by a robotic voice of the same gender, or degraded (see degrade.py).
 Colloquialness: the written and the spoken version of one dialogue with the same voice per
 role; chosen is the spoken version.
+
+Dialogue split: `reward_dialogues("train" | "heldout")` divides the dialogue bank so a reward
+model can be trained on some dialogues and evaluated on texts it never saw (held out: every 5th
+dialogue of the bank). Without a split every dialogue is used, as before.
 """
 
 from __future__ import annotations
@@ -24,6 +28,20 @@ SUBSET_ROBOTIC = "synthetic-natural-vs-robotic"
 SUBSET_DEGRADED = "synthetic-degraded"
 SUBSET_COLLOQUIAL = "colloquial"
 
+#: every HELDOUT_EVERY-th dialogue of the bank (0, 5, 10, ...) is held out of the "train" split
+HELDOUT_EVERY = 5
+REWARD_SPLITS = ("train", "heldout")
+
+
+def reward_dialogues(split: str | None) -> tuple[Dialogue, ...]:
+    """The dialogues of a split: "train", "heldout" (every 5th dialogue), or None (all of them)."""
+    if split is None:
+        return DIALOGUES
+    if split not in REWARD_SPLITS:
+        raise ValueError(f"unknown reward dialogue split {split!r}; expected one of {REWARD_SPLITS} or None")
+    held = split == "heldout"
+    return tuple(d for i, d in enumerate(DIALOGUES) if (i % HELDOUT_EVERY == 0) == held)
+
 
 @dataclass(frozen=True)
 class _Plan:
@@ -40,11 +58,11 @@ class _Plan:
     degradation: str | None
 
 
-def _dialogue_stream(rng: np.random.Generator):
+def _dialogue_stream(rng: np.random.Generator, dialogues: tuple[Dialogue, ...] = DIALOGUES):
     """Dialogues in seeded random order, reshuffled after every full pass."""
     while True:
-        for i in rng.permutation(len(DIALOGUES)):
-            yield DIALOGUES[int(i)]
+        for i in rng.permutation(len(dialogues)):
+            yield dialogues[int(i)]
 
 
 def _role_voices(rng: np.random.Generator, voices: tuple[Voice, ...]) -> dict[str, Voice]:
@@ -91,10 +109,12 @@ def _plan_colloquial(rng: np.random.Generator, i: int, d: Dialogue) -> _Plan:
 
 
 def build_reward_pairs(
-    renderer: Renderer, rng: np.random.Generator, n_modality: int, n_colloquial: int
+    renderer: Renderer, rng: np.random.Generator, n_modality: int, n_colloquial: int,
+    split: str | None = None,
 ) -> tuple[pl.DataFrame, dict]:
-    """The REWARD_PAIRS frame and a summary of what was built."""
-    dialogues = _dialogue_stream(rng)
+    """The REWARD_PAIRS frame and a summary of what was built (split: see reward_dialogues)."""
+    bank = reward_dialogues(split)
+    dialogues = _dialogue_stream(rng, bank)
     plans = [_plan_modality(rng, i, next(dialogues)) for i in range(n_modality)]
     plans += [_plan_colloquial(rng, i, next(dialogues)) for i in range(n_colloquial)]
     renderer.render([u for p in plans for u in p.chosen + p.rejected], "reward: tts")
@@ -117,6 +137,8 @@ def build_reward_pairs(
         "subsets": dict(sorted(frame.group_by("subset").len().iter_rows())),
         "categories": dict(sorted(frame.group_by("category").len().iter_rows())),
     }
+    if split is not None:
+        summary["dialogue_split"] = {"split": split, "dialogues": [d.dialogue_id for d in bank]}
     return frame, summary
 
 

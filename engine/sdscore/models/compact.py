@@ -1,0 +1,396 @@
+"""The compact built-in reward model: log-mel + UTF-8 bytes → a small transformer → mean pool → reward.
+
+One interleaved sequence per episode, the same shape as SDiaReward's multimodal LM input at toy
+scale: [criterion] then per turn [role][text tokens][audio tokens][turn end]. A text token is
+a patch of `bytes_per_token` UTF-8 bytes (byte_tokens.py); an audio token is `frames_per_token`
+log-mel frames stacked (10 ms hop, so 8 frames = 80 ms, 12.5 tokens/s). Patching both keeps an
+episode of ~20 s of speech and ~300 characters near 300 positions, so CPU training stays cheap.
+
+`prepare` (CPU, per episode) does all the data-dependent work: the log-mel, the layout and the
+truncation. `hidden` is dense tensor ops only — an embedding, one Linear over the stacked
+frames selected by `where`, positions counted from the mask (so left and right padding give the
+same states), pre-LN blocks over torch SDPA — which is what lets it export to ONNX / TensorRT.
+
+Truncation keeps the END of an episode: when the sequence is longer than `max_len`, the
+criterion token stays first and the oldest tokens after it are dropped (the candidate final turn
+is what the reward judges). Each clip is first cut to `max_clip_seconds` (its start is kept).
+
+On disk: `sdscore_reward.json` (kind, version, every hyperparameter, a free-form "card") and
+`model.safetensors`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from sdscore.atomic_write import atomic_path, write_json
+from sdscore.errors import AudioError, ModelError
+from sdscore.models import byte_tokens as bt
+from sdscore.models.base import Prepared, RewardModel
+from sdscore.models.episodes import Episode
+from sdscore.models.heads import Pooler, pooling_name
+from sdscore.models.log_mel import compress, mel_power
+
+CONFIG_FILE = "sdscore_reward.json"
+WEIGHTS_FILE = "model.safetensors"
+FORMAT_VERSION = 1
+LOAD_OPTIONS = ("padding_side", "device", "dtype")
+#: models that ship inside the package (trained by bench/train_demo_model.py)
+BUNDLED_DIR = Path(__file__).resolve().parent / "pretrained"
+DEFAULT_BUNDLED = "compact-synth"
+
+
+def bundled_model_dir(name: str = DEFAULT_BUNDLED) -> Path:
+    """The folder of a model shipped with sdscore (e.g. "compact-synth", the demo model)."""
+    folder = BUNDLED_DIR / name
+    if not (folder / CONFIG_FILE).is_file():
+        found = sorted(p.name for p in BUNDLED_DIR.iterdir() if (p / CONFIG_FILE).is_file()) if BUNDLED_DIR.is_dir() else []
+        raise ModelError(f"no bundled reward model {name!r}; bundled: {found}")
+    return folder
+
+
+@dataclass(frozen=True)
+class CompactConfig:
+    """Hyperparameters of the compact model (all written to sdscore_reward.json)."""
+
+    sample_rate: int = 16000
+    n_fft: int = 400  # 25 ms window
+    hop_length: int = 160  # 10 ms hop
+    n_mels: int = 64
+    fmin: float = 0.0
+    fmax: float = 8000.0
+    top_db: float = 80.0
+    frames_per_token: int = 8  # 80 ms per audio token
+    bytes_per_token: int = 4  # UTF-8 bytes per text token
+    d_model: int = 64
+    n_layers: int = 3
+    n_heads: int = 4
+    ff_size: int = 192
+    dropout: float = 0.1
+    max_len: int = 1024  # tokens per episode; longer episodes keep their end
+    max_clip_seconds: float = 30.0  # each clip is cut to its first max_clip_seconds
+    pooling: str = "mean"
+    padding_side: str = "right"
+
+    def __post_init__(self) -> None:
+        for name in ("sample_rate", "n_fft", "hop_length", "n_mels", "frames_per_token", "bytes_per_token", "d_model",
+                     "n_layers", "n_heads", "ff_size", "max_len"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"compact config: {name} must be a positive integer, got {value!r}")
+        if self.d_model % (2 * self.n_heads):
+            raise ValueError(f"compact config: d_model {self.d_model} must be a multiple of 2 * n_heads ({2 * self.n_heads})")
+        if self.max_len < 2:
+            raise ValueError(f"compact config: max_len must be >= 2, got {self.max_len}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"compact config: dropout must be in [0, 1), got {self.dropout}")
+        if not self.max_clip_seconds > 0:
+            raise ValueError(f"compact config: max_clip_seconds must be > 0, got {self.max_clip_seconds}")
+        if not 0.0 <= self.fmin < self.fmax <= self.sample_rate / 2:
+            raise ValueError(f"compact config: need 0 <= fmin < fmax <= sample_rate/2, got {self.fmin}, {self.fmax}")
+        if self.padding_side not in ("left", "right"):
+            raise ValueError(f"compact config: padding_side must be 'left' or 'right', got {self.padding_side!r}")
+        object.__setattr__(self, "pooling", pooling_name(self.pooling))
+
+    @property
+    def frame_size(self) -> int:
+        """Width of one audio token's features: frames_per_token × n_mels."""
+        return self.frames_per_token * self.n_mels
+
+    @staticmethod
+    def from_dict(values: dict[str, Any]) -> CompactConfig:
+        """A config from JSON values; ValueError naming unknown keys."""
+        known = {f.name for f in fields(CompactConfig)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown compact config keys {unknown}")
+        return CompactConfig(**values)
+
+
+class _Block(nn.Module):
+    """Pre-LN transformer block: x + attn(LN(x)), then x + FF(LN(x)); attention by torch SDPA."""
+
+    def __init__(self, d_model: int, n_heads: int, ff_size: int, dropout: float):
+        super().__init__()
+        self.n_heads, self.dropout = n_heads, dropout
+        self.norm1 = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.ff1 = nn.Linear(d_model, ff_size)
+        self.ff2 = nn.Linear(ff_size, d_model)
+
+    def forward(self, x: torch.Tensor, attend: torch.Tensor) -> torch.Tensor:
+        """x [B, L, D]; attend [B, 1, 1, L] bool (True = a key that may be attended)."""
+        b, n, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).reshape(b, n, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
+        p = self.dropout if self.training else 0.0
+        # no dropout on the attention probabilities: drawing a [B, H, L, L] mask dominates a CPU step
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=attend)
+        x = x + F.dropout(self.out(a.transpose(1, 2).reshape(b, n, d)), p, self.training)
+        h = F.dropout(F.gelu(self.ff1(self.norm2(x))), p, self.training)
+        return x + F.dropout(self.ff2(h), p, self.training)
+
+
+class CompactRewardModel(RewardModel):
+    """Small interleaved byte+log-mel transformer with SDiaReward's pooler and score head."""
+
+    kind: ClassVar[str] = "compact"
+
+    def __init__(self, config: CompactConfig | None = None, card: dict[str, Any] | None = None):
+        super().__init__()
+        self.config = config or CompactConfig()
+        self.card: dict[str, Any] = dict(card or {})
+        self.sample_rate = self.config.sample_rate
+        self.padding_side = self.config.padding_side
+        c = self.config
+        self.embed = nn.Embedding(c.bytes_per_token * bt.VOCAB_SIZE, c.d_model)  # one table per patch slot
+        self.segment = nn.Embedding(bt.N_SEGMENTS, c.d_model)
+        self.frame_proj = nn.Linear(c.frame_size, c.d_model)
+        self.blocks = nn.ModuleList(_Block(c.d_model, c.n_heads, c.ff_size, c.dropout) for _ in range(c.n_layers))
+        self.norm = nn.LayerNorm(c.d_model)
+        self.pooler = Pooler(c.pooling, c.d_model)
+        self.score_head = nn.Linear(c.d_model, 1, bias=False)
+        inv_freq = torch.exp(torch.arange(0, c.d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / c.d_model))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        slot_offset = torch.arange(c.bytes_per_token, dtype=torch.int64) * bt.VOCAB_SIZE
+        self.register_buffer("slot_offset", slot_offset, persistent=False)
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std=0.02)
+                if getattr(module, "bias", None) is not None:
+                    nn.init.zeros_(module.bias)
+
+    @classmethod
+    def from_config(cls, config: CompactConfig | None = None, seed: int = 0, card: dict[str, Any] | None = None):
+        """A freshly initialised model; the same seed gives the same weights (global RNG untouched)."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = cls(config, card)
+        return model.eval()
+
+    # --- CPU side -------------------------------------------------------------------------
+
+    def audio_tokens(self, wave: Any, where: str = "") -> np.ndarray:
+        """float32 [n_tokens, frames_per_token * n_mels]: stacked log-mel of one clip (None → none)."""
+        c = self.config
+        if wave is None:
+            return np.zeros((0, c.frame_size), dtype=np.float32)
+        if hasattr(wave, "detach"):  # a torch tensor from an RL loop
+            wave = wave.detach().cpu().numpy()
+        wave = np.asarray(wave, dtype=np.float32)
+        if wave.ndim != 1:
+            raise AudioError(f"{where}: audio must be a mono 1-D waveform, got shape {wave.shape}")
+        wave = wave[: int(round(c.max_clip_seconds * c.sample_rate))]
+        if wave.size == 0:
+            return np.zeros((0, c.frame_size), dtype=np.float32)
+        if not np.isfinite(wave).all():
+            raise AudioError(f"{where}: audio has NaN or Inf samples")
+        mel = mel_power(wave, c.sample_rate, c.n_fft, c.hop_length, c.n_mels, c.fmin, c.fmax)
+        k = c.frames_per_token
+        n_tokens = -(-mel.shape[1] // k)
+        mel = np.pad(mel, ((0, 0), (0, n_tokens * k - mel.shape[1])))  # silence: compressed to the floor
+        stacked = compress(mel, c.top_db).T.reshape(n_tokens, c.frame_size)
+        return np.ascontiguousarray(stacked)
+
+    def prepare(self, episode: Episode, audio: Sequence[Any]) -> Prepared:
+        """Token ids [n, bytes_per_token], segment ids [n] and stacked log-mel [n_audio, F] of one
+        episode, truncated to max_len tokens by keeping the end."""
+        if len(audio) != len(episode.turns):
+            raise ValueError(f"episode {episode.id or '?'}: {len(episode.turns)} turns but {len(audio)} audio slots")
+        p = self.config.bytes_per_token
+        tokens = [bt.structural([bt.criterion_id(episode.criterion)], p)]
+        segments, frames = [np.array([bt.SEGMENT_CRITERION])], []
+        last = len(episode.turns) - 1
+        for i, (turn, wave) in enumerate(zip(episode.turns, audio)):
+            clip = self.audio_tokens(wave, f"episode {episode.id or '?'} turn {i}")
+            ids = np.concatenate([
+                bt.structural([bt.role_id(turn.role)], p), bt.text_patches(turn.text, p),
+                bt.structural(np.full(len(clip), bt.AUDIO), p), bt.structural([bt.TURN_END], p),
+            ])
+            tokens.append(ids)
+            segments.append(np.full(len(ids), bt.SEGMENT_FINAL if i == last else bt.SEGMENT_CONTEXT))
+            frames.append(clip)
+        ids = np.concatenate(tokens)
+        seg = np.concatenate(segments).astype(np.int64)
+        stacked = np.concatenate(frames) if frames else np.zeros((0, self.config.frame_size), np.float32)
+        excess = len(ids) - self.config.max_len
+        if excess > 0:  # keep the criterion token and the last max_len - 1 tokens
+            dropped_audio = int(np.count_nonzero(ids[1 : 1 + excess, 0] == bt.AUDIO))
+            ids = np.concatenate([ids[:1], ids[1 + excess :]])
+            seg = np.concatenate([seg[:1], seg[1 + excess :]])
+            stacked = stacked[dropped_audio:]
+        return Prepared(len(ids), {"token_ids": ids, "segment_ids": seg, "audio_frames": stacked})
+
+    def collate(self, items: Sequence[Prepared]) -> dict[str, torch.Tensor]:
+        """token_ids int64 [B, L, bytes_per_token]; segment_ids, attention_mask int64 [B, L];
+        audio_frames float32 [B, L, F] (zeros except at audio positions)."""
+        if not items:
+            raise ValueError("collate needs at least one prepared episode")
+        n = len(items)
+        width = max(max(it.length for it in items), 1)
+        ids = np.full((n, width, self.config.bytes_per_token), bt.PAD, dtype=np.int64)
+        seg = np.zeros((n, width), dtype=np.int64)
+        mask = np.zeros((n, width), dtype=np.int64)
+        frames = np.zeros((n, width, self.config.frame_size), dtype=np.float32)
+        for b, item in enumerate(items):
+            start = width - item.length if self.padding_side == "left" else 0
+            span = slice(start, start + item.length)
+            ids[b, span] = item.inputs["token_ids"]
+            seg[b, span] = item.inputs["segment_ids"]
+            mask[b, span] = 1
+            frames[b, start + np.flatnonzero(item.inputs["token_ids"][:, 0] == bt.AUDIO)] = item.inputs["audio_frames"]
+        return {
+            "token_ids": torch.from_numpy(ids),
+            "segment_ids": torch.from_numpy(seg),
+            "attention_mask": torch.from_numpy(mask),
+            "audio_frames": torch.from_numpy(frames),
+        }
+
+    # --- device side ----------------------------------------------------------------------
+
+    def hidden(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Last layer [B, L, D] and the attention mask [B, L] (dense ops only: exportable)."""
+        ids, mask = batch["token_ids"], batch["attention_mask"]
+        keep = mask != 0
+        audio = self.frame_proj(batch["audio_frames"].to(self.frame_proj.weight.dtype))
+        text = self.embed(ids + self.slot_offset).sum(2)  # [B, L, P, D] → [B, L, D]
+        x = torch.where((ids[..., 0] == bt.AUDIO)[..., None], audio, text) + self.segment(batch["segment_ids"])
+        position = (keep.to(torch.int64).cumsum(1) - 1).clamp_min(0)
+        angle = position[..., None].to(torch.float32) * self.inv_freq.float()
+        x = x + torch.cat([angle.sin(), angle.cos()], dim=-1).to(x.dtype)
+        x = F.dropout(x, self.config.dropout, self.training)
+        attend = keep[:, None, None, :]
+        for block in self.blocks:
+            x = block(x, attend)
+        return self.norm(x), mask
+
+    # --- disk -----------------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """The JSON written as sdscore_reward.json."""
+        return {
+            "format": "sdscore-reward",
+            "kind": self.kind,
+            "version": FORMAT_VERSION,
+            "config": asdict(self.config),
+            "pooling": self.config.pooling,
+            "sample_rate": self.config.sample_rate,
+            "parameters": sum(p.numel() for p in self.parameters()),
+            "card": self.card,
+        }
+
+    def save_pretrained(self, path: str | os.PathLike, card: dict[str, Any] | None = None) -> Path:
+        """Write sdscore_reward.json + model.safetensors into `path` (each file atomically)."""
+        from safetensors.torch import save_file
+
+        if card:
+            self.card.update(card)
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in self.state_dict().items()}
+        with atomic_path(folder / WEIGHTS_FILE) as temp:
+            save_file(state, str(temp), metadata={"format": "pt", "kind": self.kind})
+        write_json(folder / CONFIG_FILE, self.describe())
+        return folder
+
+    @classmethod
+    def claims(cls, path: str | os.PathLike) -> bool:
+        """True if the directory has sdscore_reward.json of kind "compact" (or one too broken to tell)."""
+        file = Path(path) / CONFIG_FILE
+        if not file.is_file():
+            return False
+        try:
+            return json.loads(file.read_text(encoding="utf-8")).get("kind") == cls.kind
+        except (OSError, ValueError, AttributeError):
+            return True  # from_dir then says what is wrong with it
+
+    @classmethod
+    def from_dir(cls, path: str | os.PathLike, **options: Any) -> CompactRewardModel:
+        """Load sdscore_reward.json + model.safetensors; options: padding_side, device, dtype."""
+        folder = Path(path)
+        unknown = sorted(set(options) - set(LOAD_OPTIONS))
+        if unknown:
+            raise ModelError(f"{folder}: unknown options {unknown} for a compact model; expected {list(LOAD_OPTIONS)}")
+        meta = _read_config(folder)
+        try:
+            values = dict(meta["config"])
+            if options.get("padding_side") is not None:
+                values["padding_side"] = options["padding_side"]
+            config = CompactConfig.from_dict(values)
+        except (KeyError, TypeError, ValueError) as error:
+            raise ModelError(f"{folder / CONFIG_FILE}: bad config: {error}") from error
+        card = meta.get("card") or {}
+        if not isinstance(card, dict):
+            raise ModelError(f"{folder / CONFIG_FILE}: 'card' must be an object, got {type(card).__name__}")
+        model = cls(config, card)
+        model.load_state_dict(_read_weights(folder, model))
+        model = model.eval()
+        if options.get("device") is not None or options.get("dtype") is not None:
+            model = model.to(device=options.get("device"), dtype=_dtype(options.get("dtype")))
+        return model
+
+
+def _read_config(folder: Path) -> dict[str, Any]:
+    """The parsed sdscore_reward.json; ModelError for a missing, unreadable or foreign file."""
+    file = folder / CONFIG_FILE
+    if not folder.is_dir():
+        raise ModelError(f"{folder}: not a directory (a compact reward model is a folder with {CONFIG_FILE} and {WEIGHTS_FILE})")
+    if not file.is_file():
+        raise ModelError(f"{folder}: {CONFIG_FILE} is missing")
+    try:
+        meta = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise ModelError(f"{file}: corrupt JSON ({error})") from error
+    if not isinstance(meta, dict) or meta.get("kind") != CompactRewardModel.kind:
+        kind = meta.get("kind") if isinstance(meta, dict) else None
+        raise ModelError(f"{file}: kind is {kind!r}, expected 'compact'")
+    version = meta.get("version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ModelError(f"{file}: format version {version!r} is not supported (this sdscore reads <= {FORMAT_VERSION})")
+    return meta
+
+
+def _read_weights(folder: Path, model: nn.Module) -> dict[str, torch.Tensor]:
+    """model.safetensors checked against the model's state dict; ModelError naming what differs."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    file = folder / WEIGHTS_FILE
+    if not file.is_file():
+        raise ModelError(f"{folder}: {WEIGHTS_FILE} is missing")
+    try:
+        state = load_file(str(file))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as error:
+        raise ModelError(f"{file}: corrupt safetensors file ({error})") from error
+    own = model.state_dict()
+    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+    if missing or unexpected:
+        raise ModelError(f"{file}: weights do not fit the config: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    for name, value in state.items():
+        if tuple(value.shape) != tuple(own[name].shape):
+            raise ModelError(f"{file}: weight {name} has shape {tuple(value.shape)}, the config needs {tuple(own[name].shape)}")
+    return state
+
+
+def _dtype(value: Any) -> torch.dtype | None:
+    if value is None or isinstance(value, torch.dtype):
+        return value
+    names = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+    if value not in names:
+        raise ModelError(f"unknown dtype {value!r}; expected one of {sorted(names)}")
+    return names[value]

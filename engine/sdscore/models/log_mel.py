@@ -1,0 +1,91 @@
+"""Log-mel front end of the compact reward model: torch.stft + a Slaney mel filterbank.
+
+The filterbank and power spectrogram follow librosa's defaults (`librosa.filters.mel` with
+htk=False, norm="slaney"; `librosa.feature.melspectrogram` with a periodic Hann window,
+center=True, pad_mode="constant", power 2), so the features can be checked against librosa
+without depending on it. The log compression is Whisper's: log10, an 8-decade (80 dB) floor
+below the clip's peak, then (x + 4) / 4, which keeps values near [-1.5, 1.5].
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import torch
+
+_F_SP = 200.0 / 3  # Slaney mel scale: linear below 1 kHz ...
+_MIN_LOG_HZ = 1000.0
+_MIN_LOG_MEL = _MIN_LOG_HZ / _F_SP
+_LOG_STEP = math.log(6.4) / 27.0  # ... and logarithmic above
+
+
+def hz_to_mel(hz: np.ndarray) -> np.ndarray:
+    """Slaney mel of frequencies in Hz (librosa.hz_to_mel with htk=False)."""
+    hz = np.asarray(hz, dtype=np.float64)
+    linear = hz / _F_SP
+    log = _MIN_LOG_MEL + np.log(np.maximum(hz, _MIN_LOG_HZ) / _MIN_LOG_HZ) / _LOG_STEP
+    return np.where(hz >= _MIN_LOG_HZ, log, linear)
+
+
+def mel_to_hz(mel: np.ndarray) -> np.ndarray:
+    """Inverse of hz_to_mel."""
+    mel = np.asarray(mel, dtype=np.float64)
+    linear = mel * _F_SP
+    log = _MIN_LOG_HZ * np.exp(_LOG_STEP * (np.maximum(mel, _MIN_LOG_MEL) - _MIN_LOG_MEL))
+    return np.where(mel >= _MIN_LOG_MEL, log, linear)
+
+
+@functools.lru_cache(maxsize=8)
+def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int, fmin: float = 0.0, fmax: float | None = None) -> np.ndarray:
+    """float32 [n_mels, n_fft // 2 + 1] triangular Slaney-normalised filters (read-only)."""
+    fmax = sample_rate / 2.0 if fmax is None else float(fmax)
+    if not 0.0 <= fmin < fmax <= sample_rate / 2.0:
+        raise ValueError(f"mel band must satisfy 0 <= fmin < fmax <= sample_rate/2, got fmin={fmin}, fmax={fmax}")
+    fft_hz = np.linspace(0.0, sample_rate / 2.0, n_fft // 2 + 1)
+    mel_hz = mel_to_hz(np.linspace(hz_to_mel(fmin), hz_to_mel(fmax), n_mels + 2))
+    width = np.diff(mel_hz)
+    ramps = mel_hz[:, None] - fft_hz[None, :]
+    rising = -ramps[:-2] / width[:-1, None]
+    falling = ramps[2:] / width[1:, None]
+    weights = np.maximum(0.0, np.minimum(rising, falling))
+    weights *= (2.0 / (mel_hz[2:] - mel_hz[:-2]))[:, None]
+    weights = weights.astype(np.float32)
+    weights.flags.writeable = False
+    return weights
+
+
+@functools.lru_cache(maxsize=8)
+def _stft_constants(sample_rate: int, n_fft: int, n_mels: int, fmin: float, fmax: float | None):
+    """(periodic Hann window [n_fft], mel basis [n_mels, n_fft//2+1]) as CPU tensors, built once."""
+    basis = torch.from_numpy(np.array(mel_filterbank(sample_rate, n_fft, n_mels, fmin, fmax)))
+    return torch.hann_window(n_fft, periodic=True), basis
+
+
+def mel_power(
+    wave: np.ndarray, sample_rate: int, n_fft: int, hop_length: int, n_mels: int,
+    fmin: float = 0.0, fmax: float | None = None,
+) -> np.ndarray:
+    """float32 [n_mels, frames] mel power spectrogram (librosa.feature.melspectrogram's layout)."""
+    x = torch.from_numpy(np.ascontiguousarray(wave, dtype=np.float32))
+    window, basis = _stft_constants(sample_rate, n_fft, n_mels, fmin, fmax)
+    spec = torch.stft(x, n_fft, hop_length, window=window, center=True, pad_mode="constant", return_complex=True)
+    power = torch.view_as_real(spec).square().sum(-1)
+    return (basis @ power).numpy()
+
+
+def log_mel(
+    wave: np.ndarray, sample_rate: int, n_fft: int, hop_length: int, n_mels: int,
+    fmin: float = 0.0, fmax: float | None = None, top_db: float = 80.0,
+) -> np.ndarray:
+    """float32 [frames, n_mels] compressed log-mel of a mono waveform (time first)."""
+    mel = mel_power(wave, sample_rate, n_fft, hop_length, n_mels, fmin, fmax)
+    return compress(mel, top_db).T.copy()
+
+
+def compress(mel: np.ndarray, top_db: float = 80.0) -> np.ndarray:
+    """Whisper's log compression: log10, floor at peak − top_db/10 decades, then (x + 4) / 4."""
+    log = np.log10(np.maximum(mel, 1e-10))
+    floor = (log.max() if log.size else -10.0) - top_db / 10.0
+    return ((np.maximum(log, floor) + 4.0) / 4.0).astype(np.float32)

@@ -1,0 +1,329 @@
+"""Compact reward model: log-mel vs librosa, padding invariance, truncation, save/load, errors."""
+
+from __future__ import annotations
+
+import json
+
+import librosa
+import numpy as np
+import pytest
+import torch
+
+from sdscore.errors import AudioError, ModelError
+from sdscore.models import byte_tokens as bt
+from sdscore.models.compact import CONFIG_FILE, WEIGHTS_FILE, CompactConfig, CompactRewardModel
+from sdscore.models.episodes import Episode, Turn
+from sdscore.models.loading import detect_kind, load_reward_model
+from sdscore.models.log_mel import compress, log_mel, mel_filterbank, mel_power
+
+SR = 16000
+SMALL = CompactConfig(n_mels=32, frames_per_token=4, d_model=32, n_layers=2, n_heads=2, ff_size=64)
+
+
+def tone(seconds: float, hz: float = 220.0, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * SR)) / SR
+    return (0.5 * np.sin(2 * np.pi * hz * t) + 0.01 * rng.standard_normal(t.size)).astype(np.float32)
+
+
+def ragged_episodes() -> list[tuple[Episode, list]]:
+    """Text-only, audio-only, empty-text, 0.1 s clip, differing turn counts and criteria."""
+    return [
+        (Episode((Turn("user", "Hello, how are you?"), Turn("assistant", "Fine, thanks!")), "colloquialness", "text"),
+         [None, None]),
+        (Episode((Turn("user", audio="a.wav"), Turn("assistant", audio="b.wav")), "modality", "audio"),
+         [tone(0.7, 180), tone(1.3, 300, 1)]),
+        (Episode((Turn("user", "", "c.wav"),), None, "empty-text"), [tone(0.5, 250, 2)]),
+        (Episode((Turn("system", "judge"), Turn("user", "short clip", "d.wav"), Turn("assistant", "ok", "e.wav"),
+                  Turn("user", "bye"), Turn("assistant", "Ünïcode ✓", "f.wav")), "modality", "long"),
+         [None, tone(0.1, 400, 3), tone(0.9, 150, 4), None, tone(0.4, 500, 5)]),
+    ]
+
+
+@pytest.fixture(scope="module")
+def model() -> CompactRewardModel:
+    return CompactRewardModel.from_config(SMALL, seed=1)
+
+
+def scores(model: CompactRewardModel, pairs) -> torch.Tensor:
+    with torch.no_grad():
+        return model(model.collate([model.prepare(ep, audio) for ep, audio in pairs]))
+
+
+# --- front end -----------------------------------------------------------------------------
+
+
+def test_mel_filterbank_matches_librosa():
+    ours = mel_filterbank(SR, 400, 64, 0.0, 8000.0)
+    ref = librosa.filters.mel(sr=SR, n_fft=400, n_mels=64, fmin=0.0, fmax=8000.0)
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-6 * ref.max())
+
+
+@pytest.mark.parametrize("seconds", [0.1, 1.37])
+def test_mel_power_and_log_mel_match_librosa(seconds):
+    x = tone(seconds, 330.0) + 0.05 * np.random.default_rng(5).standard_normal(int(seconds * SR)).astype(np.float32)
+    ours = mel_power(x, SR, 400, 160, 64, 0.0, 8000.0)
+    ref = librosa.feature.melspectrogram(
+        y=x, sr=SR, n_fft=400, hop_length=160, n_mels=64, fmin=0.0, fmax=8000.0,
+        center=True, pad_mode="constant", power=2.0,
+    )
+    assert ours.shape == ref.shape
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-5 * ref.max())
+    np.testing.assert_allclose(log_mel(x, SR, 400, 160, 64, 0.0, 8000.0), compress(ref).T, atol=1e-4)
+
+
+def test_compress_floors_80_db_below_peak():
+    out = compress(np.array([[1.0, 1e-3, 0.0]]))
+    np.testing.assert_allclose(out, [[1.0, 0.25, -1.0]])  # log10 0, -3, floor -8; then (x + 4) / 4
+
+
+# --- layout --------------------------------------------------------------------------------
+
+
+def test_prepare_layout_interleaves_turns(model):
+    ep = Episode((Turn("user", "hi"), Turn("assistant", "hello", "x.wav")), "modality")
+    item = model.prepare(ep, [None, tone(0.1)])
+    ids = item.inputs["token_ids"]
+    pad, p = bt.PAD, SMALL.bytes_per_token
+    n_audio = -(-11 // SMALL.frames_per_token)  # 0.1 s → 11 frames (center padding) → 2 tokens
+
+    def special(i):
+        return [i] + [pad] * (p - 1)
+
+    expected = [
+        special(bt.CRITERION["modality"]),
+        special(bt.ROLE["user"]), [*b"hi", pad, pad], special(bt.TURN_END),
+        special(bt.ROLE["assistant"]), [*b"hell"], [ord("o"), pad, pad, pad],
+        *[special(bt.AUDIO)] * n_audio, special(bt.TURN_END),
+    ]
+    assert ids.tolist() == expected
+    assert item.length == len(expected)
+    assert item.inputs["segment_ids"].tolist() == [0] + [1] * 3 + [2] * (len(expected) - 4)
+    assert item.inputs["audio_frames"].shape == (n_audio, SMALL.frame_size)
+
+
+def test_text_patches_of_multibyte_text():
+    patches = bt.text_patches("é✓", 4)  # 2 + 3 UTF-8 bytes → 2 patches
+    assert patches.tolist() == [[0xC3, 0xA9, 0xE2, 0x9C], [0x93, bt.PAD, bt.PAD, bt.PAD]]
+    assert bt.text_patches("", 4).shape == (0, 4) and bt.text_patches(None, 3).shape == (0, 3)
+
+
+def test_truncation_keeps_the_end():
+    long_text = "word " * 200
+    ep = Episode((Turn("user", long_text, "a.wav"), Turn("assistant", "final answer", "b.wav")), "modality")
+    audio = [tone(0.5), tone(0.3, 500)]
+    full = CompactRewardModel.from_config(SMALL).prepare(ep, audio)
+    cut = CompactRewardModel.from_config(CompactConfig(**{**SMALL.__dict__, "max_len": 40})).prepare(ep, audio)
+    assert cut.length == 40
+    ids, full_ids = cut.inputs["token_ids"], full.inputs["token_ids"]
+    assert ids[0, 0] == bt.CRITERION["modality"]
+    assert ids[1:].tolist() == full_ids[-39:].tolist()
+    n_audio = int((ids[:, 0] == bt.AUDIO).sum())
+    np.testing.assert_array_equal(cut.inputs["audio_frames"], full.inputs["audio_frames"][-n_audio:])
+    assert cut.inputs["segment_ids"][1:].tolist() == full.inputs["segment_ids"][-39:].tolist()
+
+
+def test_max_clip_seconds_cuts_each_clip():
+    m = CompactRewardModel.from_config(CompactConfig(**{**SMALL.__dict__, "max_clip_seconds": 0.5}))
+    x = tone(2.0)
+    np.testing.assert_array_equal(m.audio_tokens(x), m.audio_tokens(x[:8000]))
+
+
+def test_torch_tensor_audio_and_empty_clip(model):
+    x = tone(0.4)
+    np.testing.assert_array_equal(model.audio_tokens(torch.from_numpy(x)), model.audio_tokens(x))
+    assert model.audio_tokens(np.zeros(0, np.float32)).shape == (0, SMALL.frame_size)
+
+
+# --- padding invariance and batching ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_ragged_batch_equals_one_by_one(model, side):
+    model.padding_side = side
+    try:
+        pairs = ragged_episodes()
+        batched = scores(model, pairs)
+        single = torch.cat([scores(model, [p]) for p in pairs])
+    finally:
+        model.padding_side = "right"
+    torch.testing.assert_close(batched, single, rtol=0, atol=1e-5)
+    assert torch.isfinite(batched).all()
+
+
+def test_left_and_right_padding_give_the_same_scores(model):
+    pairs = ragged_episodes()
+    right = scores(model, pairs)
+    model.padding_side = "left"
+    try:
+        left = scores(model, pairs)
+        pooled_left = model.pooled(model.collate([model.prepare(e, a) for e, a in pairs]))
+    finally:
+        model.padding_side = "right"
+    pooled_right = model.pooled(model.collate([model.prepare(e, a) for e, a in pairs]))
+    torch.testing.assert_close(left, right, rtol=0, atol=1e-5)
+    torch.testing.assert_close(pooled_left, pooled_right, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("pooling", ["attn", "last"])
+def test_other_poolings_are_padding_invariant(pooling):
+    m = CompactRewardModel.from_config(CompactConfig(**{**SMALL.__dict__, "pooling": pooling}), seed=2)
+    pairs = ragged_episodes()
+    single = torch.cat([scores(m, [p]) for p in pairs])
+    m.padding_side = "left"
+    torch.testing.assert_close(scores(m, pairs), single, rtol=0, atol=1e-5)
+
+
+# --- disk ------------------------------------------------------------------------------------
+
+
+def test_same_seed_same_weights_and_global_rng_untouched():
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    a = CompactRewardModel.from_config(SMALL, seed=7)
+    assert torch.equal(torch.rand(1), before)
+    b = CompactRewardModel.from_config(SMALL, seed=7)
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
+        assert torch.equal(x, y), name
+
+
+def test_save_load_round_trip_gives_the_same_scores(model, tmp_path):
+    model.save_pretrained(tmp_path / "m", card={"trained_on": "nothing (random weights)"})
+    assert detect_kind(tmp_path / "m") == "compact"
+    loaded = load_reward_model(tmp_path / "m")
+    assert isinstance(loaded, CompactRewardModel) and not loaded.training
+    assert loaded.config == model.config and loaded.card["trained_on"] == "nothing (random weights)"
+    pairs = ragged_episodes()
+    torch.testing.assert_close(scores(loaded, pairs), scores(model, pairs), rtol=0, atol=1e-6)
+    meta = json.loads((tmp_path / "m" / CONFIG_FILE).read_text())
+    assert meta["kind"] == "compact" and meta["pooling"] == "mean" and meta["sample_rate"] == SR
+    assert meta["config"]["d_model"] == SMALL.d_model
+    left = load_reward_model(tmp_path / "m", padding_side="left")
+    assert left.padding_side == "left"
+    torch.testing.assert_close(scores(left, pairs), scores(model, pairs), rtol=0, atol=1e-5)
+
+
+def test_default_model_is_small_on_disk(tmp_path):
+    CompactRewardModel.from_config().save_pretrained(tmp_path)
+    assert (tmp_path / WEIGHTS_FILE).stat().st_size < 2 * 1024 * 1024
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def saved(model, tmp_path):
+    return model.save_pretrained(tmp_path / "saved")
+
+
+def test_missing_directory(tmp_path):
+    with pytest.raises(ModelError, match="not a directory"):
+        CompactRewardModel.from_dir(tmp_path / "nope")
+
+
+def test_missing_config(saved):
+    (saved / CONFIG_FILE).unlink()
+    with pytest.raises(ModelError, match="sdscore_reward.json is missing"):
+        CompactRewardModel.from_dir(saved)
+    with pytest.raises(ModelError, match="no reward model layout recognised"):
+        load_reward_model(saved)
+
+
+def test_corrupt_config(saved):
+    (saved / CONFIG_FILE).write_text("{not json")
+    with pytest.raises(ModelError, match="corrupt JSON"):
+        load_reward_model(saved)
+
+
+def test_wrong_kind_and_future_version(saved):
+    meta = json.loads((saved / CONFIG_FILE).read_text())
+    (saved / CONFIG_FILE).write_text(json.dumps({**meta, "version": 99}))
+    with pytest.raises(ModelError, match="format version 99 is not supported"):
+        load_reward_model(saved)
+    (saved / CONFIG_FILE).write_text(json.dumps({**meta, "kind": "other"}))
+    with pytest.raises(ModelError, match="kind is 'other', expected 'compact'"):
+        CompactRewardModel.from_dir(saved)
+
+
+def test_bad_config_values(saved):
+    meta = json.loads((saved / CONFIG_FILE).read_text())
+    (saved / CONFIG_FILE).write_text(json.dumps({**meta, "config": {**meta["config"], "n_layers": 0}}))
+    with pytest.raises(ModelError, match="n_layers must be a positive integer"):
+        load_reward_model(saved)
+    (saved / CONFIG_FILE).write_text(json.dumps({**meta, "config": {**meta["config"], "bogus": 1}}))
+    with pytest.raises(ModelError, match=r"unknown compact config keys \['bogus'\]"):
+        load_reward_model(saved)
+
+
+def test_missing_and_corrupt_weights(saved):
+    (saved / WEIGHTS_FILE).write_bytes(b"\x00garbage")
+    with pytest.raises(ModelError, match="corrupt safetensors file"):
+        load_reward_model(saved)
+    (saved / WEIGHTS_FILE).unlink()
+    with pytest.raises(ModelError, match="model.safetensors is missing"):
+        load_reward_model(saved)
+
+
+def test_weights_that_do_not_fit_the_config(saved):
+    meta = json.loads((saved / CONFIG_FILE).read_text())
+    (saved / CONFIG_FILE).write_text(json.dumps({**meta, "config": {**meta["config"], "n_layers": 3}}))
+    with pytest.raises(ModelError, match="weights do not fit the config: missing"):
+        load_reward_model(saved)
+    (saved / CONFIG_FILE).write_text(json.dumps({**meta, "config": {**meta["config"], "ff_size": 48}}))
+    with pytest.raises(ModelError, match="has shape .* the config needs"):
+        load_reward_model(saved)
+
+
+def test_unknown_load_option(saved):
+    with pytest.raises(ModelError, match=r"unknown options \['flash'\]"):
+        load_reward_model(saved, flash=True)
+
+
+def test_bad_audio_is_named(model):
+    ep = Episode((Turn("user", "x", "a.wav"),), None, "pair-7/chosen")
+    with pytest.raises(AudioError, match="episode pair-7/chosen turn 0: audio has NaN or Inf"):
+        model.prepare(ep, [np.array([0.0, np.nan] * 100, np.float32)])
+    with pytest.raises(AudioError, match=r"mono 1-D waveform, got shape \(2, 100\)"):
+        model.prepare(ep, [np.zeros((2, 100), np.float32)])
+    with pytest.raises(ValueError, match="1 turns but 2 audio slots"):
+        model.prepare(ep, [None, None])
+    with pytest.raises(ValueError, match="at least one prepared episode"):
+        model.collate([])
+
+
+def test_bad_config_is_refused():
+    with pytest.raises(ValueError, match="d_model 30 must be a multiple of 2 \\* n_heads"):
+        CompactConfig(d_model=30, n_heads=4)
+    with pytest.raises(ValueError, match="padding_side must be 'left' or 'right'"):
+        CompactConfig(padding_side="middle")
+    with pytest.raises(ValueError, match="unknown pooling 'max'"):
+        CompactConfig(pooling="max")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("pooling", ["mean", "attn", "last"])
+def test_cuda_scores_match_cpu(pooling):
+    m = CompactRewardModel.from_config(CompactConfig(**{**SMALL.__dict__, "pooling": pooling}), seed=4)
+    pairs = ragged_episodes()
+    cpu = scores(m, pairs)
+    batch = m.collate([m.prepare(ep, audio) for ep, audio in pairs])
+    with torch.no_grad():
+        gpu = m.cuda()({k: v.cuda() for k, v in batch.items()}).cpu()
+    torch.testing.assert_close(gpu, cpu, rtol=0, atol=1e-4)
+
+
+def test_bundled_demo_model_loads_and_prefers_natural_speech():
+    from sdscore.models.compact import bundled_model_dir
+
+    folder = bundled_model_dir()
+    assert (folder / WEIGHTS_FILE).stat().st_size < 2 * 1024 * 1024
+    m = load_reward_model(folder)
+    card = m.card
+    assert card["heldout_accuracy"]["by_subset"] and "demo" in card["description"]
+    ep = Episode((Turn("user", "Hi there, um, how's it going?"), Turn("assistant", "Oh, pretty good, you know!")),
+                 "colloquialness")
+    assert torch.isfinite(scores(m, [(ep, [None, None])])).all()
+    with pytest.raises(ModelError, match="no bundled reward model 'nope'; bundled: \\['compact-synth'\\]"):
+        bundled_model_dir("nope")
