@@ -174,3 +174,36 @@ def test_head_only_needs_init_and_pooled_columns(manifest, tmp_path, capsys):
     assert main(["train", "reward", str(manifest), "--head-only", "--init", str(base), "--pooled", str(plain),
                  "--out", str(tmp_path / "h")]) == 2
     assert "--store-pooled" in capsys.readouterr().err
+
+
+def test_compact_model_exported_to_onnx_scores_like_torch(manifest, tmp_path):
+    import shutil
+
+    from sdscore.models.pretrained import default_model_dir
+
+    model = tmp_path / "compact"
+    shutil.copytree(default_model_dir(), model)
+    torch_out, ort_out = tmp_path / "torch.parquet", tmp_path / "ort.parquet"
+    assert main(["score", "reward", str(manifest), "--model", str(model), "--out", str(torch_out), "--backend", "onnxruntime"]) == 2
+    assert main(["export", str(model), "--format", "onnx"]) == 0
+    assert (model / "export" / "model.onnx").is_file()
+    assert main(["score", "reward", str(manifest), "--model", str(model), "--out", str(torch_out), "--max-batch", "3"]) == 0
+    assert main(["score", "reward", str(manifest), "--model", str(model), "--out", str(ort_out), "--backend", "onnxruntime"]) == 0
+    torch.testing.assert_close(_cli_scores(ort_out), _cli_scores(torch_out), atol=1e-4, rtol=0)
+
+
+def test_default_model_is_the_shipped_compact_model(manifest, tmp_path):
+    out = tmp_path / "res.parquet"
+    assert main(["score", "reward", str(manifest), "--out", str(out)]) == 0
+    assert pl.read_parquet(out)["chosen_reward"].null_count() == 0
+
+
+def test_train_reward_cli_writes_a_loadable_compact_model(manifest, tmp_path):
+    out = tmp_path / "trained"
+    assert main(["train", "reward", str(manifest), "--out", str(out), "--max-steps", "3", "--batch-size", "2",
+                 "--eval", str(manifest), "--eval-every", "1"]) == 0
+    model = load_reward_model(out)
+    assert model.kind == "compact"
+    scored = tmp_path / "res.parquet"
+    assert main(["score", "reward", str(manifest), "--model", str(out), "--out", str(scored)]) == 0
+    assert pl.read_parquet(scored)["error"].null_count() == N_PAIRS

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +12,7 @@ import numpy as np
 from sdscore import audio
 from sdscore.atomic_write import write_json
 from sdscore.corpus import SCHEMAS, audio_paths, read_manifest
-
-Progress = Callable[[str, int, int], None]
+from sdscore.progress import Progress, no_progress
 
 #: manifest file written by `sdscore synth` → protocol
 MANIFESTS = {
@@ -25,10 +23,6 @@ MANIFESTS = {
     "battles.parquet": "arena",
 }
 LOAD_CHUNK = 256
-
-
-def _noop(stage: str, done: int, total: int) -> None:
-    return None
 
 
 def ensure_corpus(corpus_dir: Path, seed: int, size: str, progress: Progress) -> dict:
@@ -43,7 +37,7 @@ def ensure_corpus(corpus_dir: Path, seed: int, size: str, progress: Progress) ->
     return build_corpus(corpus_dir, seed=seed, size=size, progress=progress)
 
 
-def summarize_corpus(corpus_dir: Path, progress: Progress = _noop, sample_rate: int = 16000) -> dict:
+def summarize_corpus(corpus_dir: Path, progress: Progress = no_progress, sample_rate: int = 16000) -> dict:
     """Read every manifest, load all of its audio in batches and report counts and throughput."""
     result: dict = {"sample_rate": sample_rate, "manifests": {}}
     for filename, protocol in MANIFESTS.items():
@@ -113,6 +107,26 @@ def _consistency_stage(corpus: Path, out: Path, progress: Progress) -> dict:
     }
 
 
+def _reward_stage(corpus: Path, out: Path, progress: Progress) -> dict:
+    from sdscore.models.pretrained import default_model_dir
+    from sdscore.protocols.reward import run_eval, run_score
+
+    folder = out / "reward"
+    results = folder / "results.parquet"
+    model_dir = default_model_dir()
+    parts = results.with_name(results.name + ".parts")
+    run_score(corpus / "reward_pairs.parquet", results, model_dir, resume=parts.exists(), progress=progress)
+    metrics = run_eval(results, folder / "metrics.json", plot_path=folder / "rewards.png")
+    headline = {f"accuracy, {name}": s["accuracy"] for name, s in metrics["subsets"].items()}
+    headline |= {"modality micro": metrics["modality_micro"], "overall macro": metrics["overall_macro"]}
+    return {
+        "protocol": "reward",
+        "title": f"shipped compact demo model ({model_dir.name}) on the synthetic pairs",
+        "headline": headline,
+        "outputs": [str(results), str(folder / "metrics.json"), str(folder / "rewards.png")],
+    }
+
+
 def _judge_stage(corpus: Path, out: Path, progress: Progress) -> dict:
     from sdscore.protocols.judge import demo_judge
 
@@ -154,10 +168,10 @@ def _arena_stage(corpus: Path, out: Path, progress: Progress) -> dict:
     }
 
 
-STAGES = {"consistency": _consistency_stage, "judge": _judge_stage, "arena": _arena_stage}
+STAGES = {"reward": _reward_stage, "consistency": _consistency_stage, "judge": _judge_stage, "arena": _arena_stage}
 
 
-def run_demo(out: str | os.PathLike, *, seed: int = 0, size: str = "small", progress: Progress = _noop) -> dict:
+def run_demo(out: str | os.PathLike, *, seed: int = 0, size: str = "small", progress: Progress = no_progress) -> dict:
     """Synthetic corpus, load pass, then every built protocol under `out`; writes `out/demo.json`.
 
     A stage that fails records its error and the others still run; `ok` is False then.
