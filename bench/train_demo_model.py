@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train-pairs", type=int, nargs=2, default=(400, 200), metavar=("MODALITY", "COLLOQUIAL"))
     p.add_argument("--test-pairs", type=int, nargs=2, default=(160, 80), metavar=("MODALITY", "COLLOQUIAL"))
-    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--eval-every", type=int, default=25)

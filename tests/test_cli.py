@@ -70,5 +70,5 @@ def test_demo_writes_every_stage(corpus, tmp_path):
     code = main(["demo", "--out", str(out), "--size", "tiny", "--seed", "3"])
     report = json.loads((out / "demo.json").read_text())
     assert code == 0 and report["ok"], report.get("failed_stages")
-    assert [s["protocol"] for s in report["stages"]] == ["consistency", "judge", "arena"]
+    assert [s["protocol"] for s in report["stages"]] == ["reward", "consistency", "judge", "arena"]
     assert all(m["failed"] == 0 for m in report["corpus_summary"]["manifests"].values())
