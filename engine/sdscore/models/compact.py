@@ -37,6 +37,7 @@ from torch.nn import functional as F
 from sdscore.atomic_write import atomic_path, write_json
 from sdscore.errors import AudioError, ModelError
 from sdscore.models import byte_tokens as bt
+from sdscore.models.checkpoint_files import read_json, read_safetensors, resolve_device, resolve_dtype
 from sdscore.models.base import Prepared, RewardModel
 from sdscore.models.episodes import Episode
 from sdscore.models.heads import Pooler, pooling_name
@@ -341,7 +342,9 @@ class CompactRewardModel(RewardModel):
         model.load_state_dict(_read_weights(folder, model))
         model = model.eval()
         if options.get("device") is not None or options.get("dtype") is not None:
-            model = model.to(device=options.get("device"), dtype=_dtype(options.get("dtype")))
+            device = resolve_device(options.get("device"))
+            dtype = None if options.get("dtype") is None else resolve_dtype(options["dtype"], device)
+            model = model.to(device=device, dtype=dtype)
         return model
 
 
@@ -352,10 +355,7 @@ def _read_config(folder: Path) -> dict[str, Any]:
         raise ModelError(f"{folder}: not a directory (a compact reward model is a folder with {CONFIG_FILE} and {WEIGHTS_FILE})")
     if not file.is_file():
         raise ModelError(f"{folder}: {CONFIG_FILE} is missing")
-    try:
-        meta = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise ModelError(f"{file}: corrupt JSON ({error})") from error
+    meta = read_json(file)
     if not isinstance(meta, dict) or meta.get("kind") != CompactRewardModel.kind:
         kind = meta.get("kind") if isinstance(meta, dict) else None
         raise ModelError(f"{file}: kind is {kind!r}, expected 'compact'")
@@ -367,16 +367,8 @@ def _read_config(folder: Path) -> dict[str, Any]:
 
 def _read_weights(folder: Path, model: nn.Module) -> dict[str, torch.Tensor]:
     """model.safetensors checked against the model's state dict; ModelError naming what differs."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     file = folder / WEIGHTS_FILE
-    if not file.is_file():
-        raise ModelError(f"{folder}: {WEIGHTS_FILE} is missing")
-    try:
-        state = load_file(str(file))
-    except (SafetensorError, OSError, ValueError, RuntimeError) as error:
-        raise ModelError(f"{file}: corrupt safetensors file ({error})") from error
+    state = read_safetensors(file)
     own = model.state_dict()
     missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
     if missing or unexpected:
@@ -385,12 +377,3 @@ def _read_weights(folder: Path, model: nn.Module) -> dict[str, torch.Tensor]:
         if tuple(value.shape) != tuple(own[name].shape):
             raise ModelError(f"{file}: weight {name} has shape {tuple(value.shape)}, the config needs {tuple(own[name].shape)}")
     return state
-
-
-def _dtype(value: Any) -> torch.dtype | None:
-    if value is None or isinstance(value, torch.dtype):
-        return value
-    names = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-    if value not in names:
-        raise ModelError(f"unknown dtype {value!r}; expected one of {sorted(names)}")
-    return names[value]

@@ -13,7 +13,6 @@ On disk: `sdscore_head.json` ({"base_model", "kind", "pooling", "hidden_size", .
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import torch
 
 from sdscore.atomic_write import atomic_path, write_json
 from sdscore.errors import ModelError
+from sdscore.models.checkpoint_files import read_json, read_safetensors
 from sdscore.models.heads import Pooler, pooling_name
 from sdscore.models.loading import (
     HEAD_ONLY_CONFIG,
@@ -187,26 +187,15 @@ def save_head_only(
 
 def read_head_only(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """(sdscore_head.json, head weights) of a head-only folder; ModelError saying what is wrong."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     folder = Path(path)
     config_file, weights_file = folder / HEAD_ONLY_CONFIG, folder / HEAD_ONLY_WEIGHTS
     if not config_file.is_file():
         raise ModelError(f"{folder}: {HEAD_ONLY_CONFIG} is missing")
-    try:
-        meta = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise ModelError(f"{config_file}: corrupt JSON ({error})") from error
+    meta = read_json(config_file)
     needed = ("base_model", "kind", "pooling", "hidden_size")
     if not isinstance(meta, dict) or any(k not in meta for k in needed):
         raise ModelError(f"{config_file}: needs the keys {list(needed)}")
-    if not weights_file.is_file():
-        raise ModelError(f"{folder}: {HEAD_ONLY_WEIGHTS} is missing")
-    try:
-        state = load_file(str(weights_file))
-    except (SafetensorError, OSError, ValueError, RuntimeError) as error:
-        raise ModelError(f"{weights_file}: corrupt safetensors file ({error})") from error
+    state = read_safetensors(weights_file)
     return meta, state
 
 

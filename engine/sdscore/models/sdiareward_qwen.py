@@ -47,6 +47,7 @@ from sdscore.models.chat_prompts import (
     read_system_prompt,
     with_system_prompt,
 )
+from sdscore.models.checkpoint_files import resolve_device, resolve_dtype
 from sdscore.models.episodes import Episode
 from sdscore.models.heads import Pooler, pooling_name
 
@@ -99,17 +100,6 @@ def clip_features(feature_extractor: Any, wave: np.ndarray) -> torch.Tensor:
         return_attention_mask=False, return_tensors="np",
     )
     return torch.from_numpy(np.ascontiguousarray(out["input_features"][0, :, :frames], dtype=np.float32))
-
-
-def _torch_dtype(dtype: Any, device: torch.device) -> torch.dtype:
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype in (None, "auto"):
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    names = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if dtype not in names:
-        raise ModelError(f"unknown dtype {dtype!r}; expected auto or one of {sorted(names)}")
-    return names[dtype]
 
 
 class SDiaRewardQwenOmni(RewardModel):
@@ -272,8 +262,8 @@ class SDiaRewardQwenOmni(RewardModel):
         transformers = _transformers()
         config = cls._thinker_config(transformers, options.get("base") or folder)
         pooling = cls._pooling(options.get("pooling"), config, keys)
-        device = torch.device(options.get("device") or "cpu")
-        dtype = _torch_dtype(options.get("dtype"), device)
+        device = resolve_device(options.get("device"))
+        dtype = resolve_dtype(options.get("dtype"), device)
         tokenizer, feature_extractor, template = cls._processor_parts(transformers, source)
         backbone = cls._backbone(transformers, folder, config, dtype, options.get("attn_implementation") or "sdpa")
         model = cls(backbone, tokenizer, feature_extractor, template, prompt, pooling, options.get("audio_first", False))

@@ -32,6 +32,7 @@ from sdscore import audio as audio_io
 from sdscore.atomic_write import write_json
 from sdscore.errors import AudioError, ModelError
 from sdscore.models.base import Prepared, RewardModel
+from sdscore.models.checkpoint_files import resolve_device
 from sdscore.models.episodes import Episode, episodes_from_pairs
 from sdscore.models.losses import bradley_terry_loss, pairwise_correct
 
@@ -220,7 +221,7 @@ def train_reward(
         train_pairs, eval_pairs = hash_split(train_pairs, config.eval_fraction)
     if train_pairs.height == 0:
         raise ValueError("no training pairs (the frame is empty, or eval_fraction held out every pair)")
-    device = _device(config.device)
+    device = resolve_device(config.device)
     started = time.perf_counter()
     train = prepare_pairs(model, train_pairs, config.num_threads, config.load_chunk, progress, "train: prepare")
     held = None
@@ -325,12 +326,6 @@ def _check_out_dir(out: Path) -> None:
         ours = ("sdscore_reward.json", "sdscore_head.json", LOG_FILE)
         if not any((out / name).exists() for name in ours):
             raise ValueError(f"{out}: not empty and not an sdscore model folder; refusing to replace it")
-
-
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:

@@ -31,6 +31,7 @@ from sdscore.models.chat_prompts import (
     text_messages,
     with_system_prompt,
 )
+from sdscore.models.checkpoint_files import resolve_device, resolve_dtype
 from sdscore.models.episodes import Episode
 from sdscore.models.heads import Pooler
 
@@ -46,17 +47,6 @@ def _transformers():
     except ImportError as error:
         raise MissingDependencyError("TRL reward checkpoints need transformers: pip install 'sdscore[hf]'") from error
     return transformers
-
-
-def _torch_dtype(dtype: Any, device: torch.device) -> torch.dtype:
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype in (None, "auto"):
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    names = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if dtype not in names:
-        raise ModelError(f"unknown dtype {dtype!r}; expected auto or one of {sorted(names)}")
-    return names[dtype]
 
 
 def _config(folder: Path) -> dict | None:
@@ -155,8 +145,8 @@ class TrlSequenceClassifier(RewardModel):
             raise ModelError(f"{folder / 'config.json'}: num_labels is {labels}; a reward model has num_labels=1")
         prompt = read_system_prompt(folder, options.get("system_prompt"))
         transformers = _transformers()
-        device = torch.device(options.get("device") or "cpu")
-        dtype = _torch_dtype(options.get("dtype"), device)
+        device = resolve_device(options.get("device"))
+        dtype = resolve_dtype(options.get("dtype"), device)
         if not any((folder / name).is_file() for name in TOKENIZER_FILES):
             raise ModelError(f"{folder}: cannot load the tokenizer saved with the model: none of {list(TOKENIZER_FILES)}")
         try:

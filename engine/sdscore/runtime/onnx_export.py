@@ -26,7 +26,6 @@ import contextlib
 import copy
 import importlib.util
 import inspect
-import json
 import math
 import os
 import warnings
@@ -42,6 +41,7 @@ from torch.nn import functional as F
 import sdscore
 from sdscore.atomic_write import atomic_path, write_json
 from sdscore.errors import MissingDependencyError, ModelError
+from sdscore.models.checkpoint_files import read_json
 from sdscore.models.base import RewardModel
 from sdscore.models.episodes import Episode, Turn
 from sdscore.models.heads import Pooler, PoolingHead
@@ -76,10 +76,7 @@ def read_sidecar(path: str | os.PathLike) -> dict[str, Any]:
     file = path if path.suffix == ".json" else sidecar_path(path)
     if not file.is_file():
         raise ModelError(f"{file}: sidecar is missing (export writes it beside {path.name}; run `sdscore export` again)")
-    try:
-        meta = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise ModelError(f"{file}: corrupt sidecar JSON ({error})") from error
+    meta = read_json(file, "sidecar JSON")
     if not isinstance(meta, dict) or meta.get("format") != SIDECAR_FORMAT:
         found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise ModelError(f"{file}: not an sdscore export sidecar (format {found!r}, expected {SIDECAR_FORMAT!r})")

@@ -25,6 +25,7 @@ import torch
 from sdscore.audio import load_many
 from sdscore.errors import SdscoreError
 from sdscore.models.base import Prepared, RewardModel
+from sdscore.models.checkpoint_files import resolve_device, resolve_dtype
 from sdscore.models.episodes import Episode, episodes_from_pairs
 from sdscore.progress import Progress
 from sdscore.runtime.batching import plan_batches
@@ -48,26 +49,6 @@ class _PreparedWindow:
     indices: np.ndarray
     batches: list[tuple[list[int], dict[str, torch.Tensor]]]  # positions within the window
     errors: list[str | None]
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    """"auto" → CUDA when visible, else CPU."""
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
-def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
-    """"auto" → bfloat16 on CUDA, float32 elsewhere."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-             "float16": torch.float16, "fp16": torch.float16}
-    if dtype not in names:
-        raise ValueError(f"unknown dtype {dtype!r}; expected auto or one of {sorted(names)}")
-    return names[dtype]
 
 
 def _waveform(audio: Any, episode: Episode, turn: int) -> np.ndarray:
@@ -104,7 +85,7 @@ class RewardScorer:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.model = model
-        self.device = resolve_device(device)
+        self.device = resolve_device(device or "auto")
         self.dtype = resolve_dtype(dtype, self.device)
         self.max_batch = int(max_batch)
         self.max_tokens = max_tokens
