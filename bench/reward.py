@@ -1,7 +1,8 @@
 """Reward scoring throughput: RewardScorer vs the authors' one-sample-at-a-time evaluator loop.
 
-Same model, same pairs, same run. Pairs are 2-4 turn episodes over TTS clips (flite and
-espeak-ng voices rendered into a temp folder), with text on every turn. The peer does what
+Same model, same pairs, same run. Pairs are shaped like SDiaReward's: chosen and rejected share a
+context of 1 or 3 turns and differ in the final assistant turn; every turn has text and its own
+TTS clip (flite and espeak-ng voices rendered into a temp folder; no clip is shared by two pairs). The peer does what
 SDiaReward's eval_model.py does per pair: load each clip with librosa at 16 kHz, build the
 inputs of one episode, forward it alone, then the rejected one — batch 1, no overlap. Ours is
 `RewardScorer.score_pairs` (threaded load_many, length-bucketed batches, prefetch overlapping the
@@ -51,17 +52,24 @@ def at_16k(paths: list[str]) -> list[str]:
 
 
 def make_pairs(paths: list[str], n_pairs: int, seed: int = 0) -> list[tuple[Episode, Episode]]:
-    """(chosen, rejected) episodes of 2-4 turns drawn from the rendered clips."""
+    """(chosen, rejected) episodes shaped like SDiaReward pairs: a shared context of 1 or 3 turns
+    ending with the user, then a different final assistant turn; no clip is used by two pairs."""
     rng = np.random.default_rng(seed)
+    pool = iter(rng.permutation(paths).tolist())
 
-    def episode(tag: str) -> Episode:
-        turns = []
-        for t in range(int(rng.integers(2, 5))):
-            text = " ".join(rng.choice(WORDS, int(rng.integers(3, 12))))
-            turns.append(Turn("user" if t % 2 == 0 else "assistant", text, paths[int(rng.integers(len(paths)))]))
-        return Episode(tuple(turns), "modality", tag)
+    def turn(t: int) -> Turn:
+        text = " ".join(rng.choice(WORDS, int(rng.integers(3, 12))))
+        return Turn("user" if t % 2 == 0 else "assistant", text, next(pool))
 
-    return [(episode(f"{i}/c"), episode(f"{i}/r")) for i in range(n_pairs)]
+    pairs = []
+    for i in range(n_pairs):
+        context = tuple(turn(t) for t in range(int(rng.choice([1, 3]))))
+        chosen, rejected = turn(len(context)), turn(len(context))
+        pairs.append((Episode(context + (chosen,), "modality", f"{i}/c"), Episode(context + (rejected,), "modality", f"{i}/r")))
+    return pairs
+
+
+CLIPS_PER_PAIR = 5  # at most: 3 context turns + 2 final turns
 
 
 def peer_loop(model: RewardModel, pairs: list[tuple[Episode, Episode]], loader: str = "librosa") -> np.ndarray:
@@ -137,8 +145,9 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     warnings.filterwarnings("ignore")
     with tempfile.TemporaryDirectory(prefix="sdscore-bench-") as folder:
-        paths = render_tts(Path(folder), 12 if args.quick else 40, words=(3, 14), espeak_every=3, prefix="r")
-        pairs = make_pairs(at_16k(paths), 24 if args.quick else 96)
+        n_pairs = 24 if args.quick else 96
+        paths = render_tts(Path(folder), CLIPS_PER_PAIR * n_pairs, words=(3, 14), espeak_every=3, prefix="r")
+        pairs = make_pairs(at_16k(paths), n_pairs)
         rows = model_rows("compact demo model", compact_model(), pairs, repeats, 16, device)
         qwen_pairs = pairs[: 6 if args.quick else 24]
         rows += model_rows("tiny SDiaReward-layout model", tiny_qwen_model(Path(folder)), qwen_pairs, repeats, 8, device)

@@ -327,3 +327,24 @@ def test_bundled_demo_model_loads_and_prefers_natural_speech():
     assert torch.isfinite(scores(m, [(ep, [None, None])])).all()
     with pytest.raises(ModelError, match="no bundled reward model 'nope'; bundled: \\['compact-synth'\\]"):
         bundled_model_dir("nope")
+
+
+def test_batched_front_end_equals_clip_by_clip():
+    """stacked_log_mel_many over ragged clips == mel_power + silence padding + compress per clip."""
+    from sdscore.models.log_mel import stacked_log_mel_many
+
+    rng = np.random.default_rng(5)
+    k, hop = 8, 160
+    lengths = [1, hop - 1, hop, hop + 1, 7 * hop, 8 * hop - 1, 8 * hop, 16000, 23456, 3, 40000]
+    waves = [(0.1 * rng.standard_normal(n) * rng.uniform(0.01, 3)).astype(np.float32) for n in lengths]
+    waves.insert(4, np.zeros(0, np.float32))
+    got = stacked_log_mel_many(waves, SR, 400, hop, 64, 0.0, 8000.0, 80.0, k)
+    for wave, tokens in zip(waves, got):
+        if wave.size == 0:
+            assert tokens.shape == (0, k * 64)
+            continue
+        mel = mel_power(wave, SR, 400, hop, 64, 0.0, 8000.0)
+        n_tokens = -(-mel.shape[1] // k)
+        mel = np.pad(mel, ((0, 0), (0, n_tokens * k - mel.shape[1])))
+        expected = compress(mel, 80.0).T.reshape(n_tokens, k * 64)
+        np.testing.assert_allclose(tokens, expected, atol=2e-5, rtol=0)

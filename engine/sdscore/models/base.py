@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from sdscore.errors import ModelError
+from sdscore.errors import ModelError, SdscoreError
 from sdscore.models.episodes import Episode
 from sdscore.models.heads import score_pooled
 
@@ -59,6 +59,19 @@ class RewardModel(nn.Module, ABC):
 
         Must be thread-safe and must not touch the accelerator.
         """
+
+    def prepare_many(
+        self, episodes: Sequence[Episode], audio: Sequence[Sequence[np.ndarray | None]]
+    ) -> list[Prepared | Exception]:
+        """prepare() for many episodes; a failing episode's slot holds its exception (ValueError or
+        SdscoreError), the others are prepared. Adapters override it to batch their front end."""
+        out: list[Prepared | Exception] = []
+        for episode, waves in zip(episodes, audio):
+            try:
+                out.append(self.prepare(episode, waves))
+            except (SdscoreError, ValueError) as error:
+                out.append(error)
+        return out
 
     @abstractmethod
     def collate(self, items: Sequence[Prepared]) -> dict[str, torch.Tensor]:

@@ -35,13 +35,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from sdscore.atomic_write import atomic_path, write_json
-from sdscore.errors import AudioError, ModelError
+from sdscore.errors import AudioError, ModelError, SdscoreError
 from sdscore.models import byte_tokens as bt
 from sdscore.models.checkpoint_files import read_json, read_safetensors, resolve_device, resolve_dtype
 from sdscore.models.base import Prepared, RewardModel
 from sdscore.models.episodes import Episode
 from sdscore.models.heads import Pooler, pooling_name
-from sdscore.models.log_mel import compress, mel_power
+from sdscore.models.log_mel import stacked_log_mel_many
 
 CONFIG_FILE = "sdscore_reward.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -186,39 +186,82 @@ class CompactRewardModel(RewardModel):
 
     # --- CPU side -------------------------------------------------------------------------
 
-    def audio_tokens(self, wave: Any, where: str = "") -> np.ndarray:
-        """float32 [n_tokens, frames_per_token * n_mels]: stacked log-mel of one clip (None → none)."""
-        c = self.config
+    def _checked_wave(self, wave: Any, where: str) -> np.ndarray | None:
+        """A clip as 1-D float32 cut to max_clip_seconds (None stays None); AudioError if unusable."""
         if wave is None:
-            return np.zeros((0, c.frame_size), dtype=np.float32)
+            return None
         if hasattr(wave, "detach"):  # a torch tensor from an RL loop
             wave = wave.detach().cpu().numpy()
         wave = np.asarray(wave, dtype=np.float32)
         if wave.ndim != 1:
             raise AudioError(f"{where}: audio must be a mono 1-D waveform, got shape {wave.shape}")
-        wave = wave[: int(round(c.max_clip_seconds * c.sample_rate))]
-        if wave.size == 0:
-            return np.zeros((0, c.frame_size), dtype=np.float32)
+        wave = wave[: int(round(self.config.max_clip_seconds * self.config.sample_rate))]
         if not np.isfinite(wave).all():
             raise AudioError(f"{where}: audio has NaN or Inf samples")
-        mel = mel_power(wave, c.sample_rate, c.n_fft, c.hop_length, c.n_mels, c.fmin, c.fmax)
-        k = c.frames_per_token
-        n_tokens = -(-mel.shape[1] // k)
-        mel = np.pad(mel, ((0, 0), (0, n_tokens * k - mel.shape[1])))  # silence: compressed to the floor
-        stacked = compress(mel, c.top_db).T.reshape(n_tokens, c.frame_size)
-        return np.ascontiguousarray(stacked)
+        return wave
+
+    def _stacked(self, waves: list[np.ndarray]) -> list[np.ndarray]:
+        c = self.config
+        return stacked_log_mel_many(waves, c.sample_rate, c.n_fft, c.hop_length, c.n_mels, c.fmin, c.fmax,
+                                    c.top_db, c.frames_per_token)
+
+    def audio_tokens(self, wave: Any, where: str = "") -> np.ndarray:
+        """float32 [n_tokens, frames_per_token * n_mels]: stacked log-mel of one clip (None → none)."""
+        wave = self._checked_wave(wave, where)
+        if wave is None:
+            return np.zeros((0, self.config.frame_size), dtype=np.float32)
+        return self._stacked([wave])[0]
 
     def prepare(self, episode: Episode, audio: Sequence[Any]) -> Prepared:
         """Token ids [n, bytes_per_token], segment ids [n] and stacked log-mel [n_audio, F] of one
         episode, truncated to max_len tokens by keeping the end."""
-        if len(audio) != len(episode.turns):
-            raise ValueError(f"episode {episode.id or '?'}: {len(episode.turns)} turns but {len(audio)} audio slots")
+        item = self.prepare_many([episode], [audio])[0]
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    def prepare_many(self, episodes: Sequence[Episode], audio: Sequence[Sequence[Any]]) -> list[Prepared | Exception]:
+        """prepare() of many episodes with one batched log-mel front end over all of their clips
+        (equal to clip-by-clip features; a bad episode's slot holds its error)."""
+        out: list[Prepared | Exception | None] = [None] * len(episodes)
+        checked: dict[int, list[np.ndarray | None]] = {}
+        for e, (episode, waves) in enumerate(zip(episodes, audio)):
+            try:
+                if len(waves) != len(episode.turns):
+                    raise ValueError(f"episode {episode.id or '?'}: {len(episode.turns)} turns but {len(waves)} audio slots")
+                checked[e] = [self._checked_wave(w, f"episode {episode.id or '?'} turn {t}") for t, w in enumerate(waves)]
+            except (SdscoreError, ValueError) as error:
+                out[e] = error
+        # A clip shared by several episodes (a pair's common context, the same array passed twice)
+        # is computed once: the same memory, length and stride is the same clip.
+        unique: dict[tuple[int, int, int], int] = {}
+        slots = []
+        for e, waves in checked.items():
+            for t, w in enumerate(waves):
+                if w is not None:
+                    key = (w.__array_interface__["data"][0], w.shape[0], w.strides[0])
+                    slots.append((e, t, unique.setdefault(key, len(unique))))
+        distinct: list[np.ndarray] = [None] * len(unique)
+        for e, t, u in slots:
+            distinct[u] = checked[e][t]
+        stacked = self._stacked(distinct)
+        clips = {e: [np.zeros((0, self.config.frame_size), np.float32)] * len(w) for e, w in checked.items()}
+        for e, t, u in slots:
+            clips[e][t] = stacked[u]
+        for e in checked:
+            try:
+                out[e] = self._assemble(episodes[e], clips[e])
+            except (SdscoreError, ValueError) as error:
+                out[e] = error
+        return out
+
+    def _assemble(self, episode: Episode, clips: list[np.ndarray]) -> Prepared:
+        """The interleaved sequence of one episode from its clips' stacked log-mel."""
         p = self.config.bytes_per_token
         tokens = [bt.structural([bt.criterion_id(episode.criterion)], p)]
         segments, frames = [np.array([bt.SEGMENT_CRITERION])], []
         last = len(episode.turns) - 1
-        for i, (turn, wave) in enumerate(zip(episode.turns, audio)):
-            clip = self.audio_tokens(wave, f"episode {episode.id or '?'} turn {i}")
+        for i, (turn, clip) in enumerate(zip(episode.turns, clips)):
             ids = np.concatenate([
                 bt.structural([bt.role_id(turn.role)], p), bt.text_patches(turn.text, p),
                 bt.structural(np.full(len(clip), bt.AUDIO), p), bt.structural([bt.TURN_END], p),

@@ -89,3 +89,51 @@ def compress(mel: np.ndarray, top_db: float = 80.0) -> np.ndarray:
     log = np.log10(np.maximum(mel, 1e-10))
     floor = (log.max() if log.size else -10.0) - top_db / 10.0
     return ((np.maximum(log, floor) + 4.0) / 4.0).astype(np.float32)
+
+
+#: padded samples per batched STFT call (bounds memory: 8 Mi samples = 32 MiB of input)
+BATCH_SAMPLES = 1 << 18
+
+
+def stacked_log_mel_many(
+    waves: list[np.ndarray], sample_rate: int, n_fft: int, hop_length: int, n_mels: int,
+    fmin: float, fmax: float | None, top_db: float, frames_per_token: int,
+) -> list[np.ndarray]:
+    """Per clip float32 [ceil(frames / k), k * n_mels]: compressed log-mel, k frames per row.
+
+    Equal to running mel_power + compress on each clip alone, with the frame axis padded to a
+    multiple of k by silence (floored): clips are sorted by length and run through batched STFTs
+    with zero padding, which center="constant" padding makes invisible to a clip's own frames;
+    the floor is each clip's own peak − top_db/10 decades over its own frames.
+    """
+    width_f = frames_per_token * n_mels
+    out: list[np.ndarray] = [np.zeros((0, width_f), np.float32)] * len(waves)
+    order = sorted((i for i in range(len(waves)) if len(waves[i])), key=lambda i: len(waves[i]))
+    window, basis = _stft_constants(sample_rate, n_fft, n_mels, fmin, fmax)
+    start = 0
+    while start < len(order):
+        stop = start + 1
+        while stop < len(order) and (stop + 1 - start) * len(waves[order[stop]]) <= BATCH_SAMPLES:
+            stop += 1
+        chunk = order[start:stop]
+        start = stop
+        lengths = np.array([len(waves[i]) for i in chunk])
+        # (k - 1) extra hops of zeros so every clip has room for its last, silence-filled token
+        x = np.zeros((len(chunk), int(lengths.max()) + (frames_per_token - 1) * hop_length), np.float32)
+        for row, i in enumerate(chunk):
+            x[row, : lengths[row]] = waves[i]
+        spec = torch.stft(torch.from_numpy(x), n_fft, hop_length, window=window, center=True, pad_mode="constant",
+                          return_complex=True)
+        power = spec.real.square() + spec.imag.square()  # [B, n_fft//2+1, T]
+        log = torch.log10(torch.clamp(basis @ power, min=1e-10)).transpose(1, 2)  # [B, T, M]
+        frames = torch.from_numpy(1 + lengths // hop_length)
+        valid = (torch.arange(log.shape[1])[None, :] < frames[:, None])[:, :, None]  # [B, T, 1]
+        peak = log.masked_fill(~valid, float("-inf")).amax(dim=(1, 2))
+        floor = (peak - top_db / 10.0)[:, None, None]
+        # padding frames hold zero power: log10(1e-10) = -10, then the same floor
+        silence = (torch.clamp(floor, min=-10.0) + 4.0) / 4.0
+        compressed = torch.where(valid, (torch.maximum(log, floor) + 4.0) / 4.0, silence).contiguous().numpy()
+        n_tokens = -(-(1 + lengths // hop_length) // frames_per_token)
+        for row, i in enumerate(chunk):
+            out[i] = compressed[row, : n_tokens[row] * frames_per_token].reshape(n_tokens[row], width_f)
+    return out

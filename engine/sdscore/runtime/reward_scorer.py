@@ -1,10 +1,11 @@
 """RewardScorer: batched reward scoring of spoken episodes, in process (RL loops) or over corpora.
 
-The input is cut into windows of `window` episodes. For each window a background thread loads
-every audio path with one threaded `load_many` call, runs the model's `prepare` per episode and
-groups the episodes by length into batches (runtime/batching.py), while the main thread runs the
-previous window's batches through the model — audio I/O and feature extraction overlap the
-forward. Results come back in input order. A bad episode (unreadable audio, no usable turn) gets
+The input is cut into windows of `window` episodes. For each window every audio path is loaded
+with one threaded `load_many` call, the model prepares all episodes at once (`prepare_many`: the
+compact model runs one batched log-mel over the window's distinct clips, so a pair's shared
+context is computed once) and the episodes are grouped by length into batches
+(runtime/batching.py). On CUDA a background thread prepares the next window while the GPU runs
+this one. Results come back in input order. A bad episode (unreadable audio, no usable turn) gets
 NaN and its error text; the other episodes of its batch are scored as usual.
 """
 
@@ -76,12 +77,14 @@ class RewardScorer:
         max_tokens: int | None = None,
         window: int | None = None,
         num_threads: int | None = None,
-        prefetch: bool = True,
+        prefetch: bool | None = None,
         session: Any = None,
     ):
         """model: a loaded RewardModel; max_tokens caps B × Lmax per batch; window (default
         8 × max_batch) is how many episodes are bucketed together and prefetched at once;
-        session: an exported-model session (runtime.onnx_backend) that replaces the torch forward."""
+        session: an exported-model session (runtime.onnx_backend) that replaces the torch forward;
+        prefetch (default: on for CUDA) prepares the next window on a thread while this one runs —
+        on a CPU-only machine the two compete for the same cores and it measured slower."""
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.model = model
@@ -93,7 +96,7 @@ class RewardScorer:
         if self.window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
         self.num_threads = num_threads
-        self.prefetch = prefetch
+        self.prefetch = self.device.type == "cuda" if prefetch is None else bool(prefetch)
         self.session = session
         if session is None:
             self.model.to(device=self.device, dtype=self.dtype)
@@ -247,6 +250,7 @@ class RewardScorer:
         audio = load_many(list(paths), self.model.sample_rate, num_threads=self.num_threads) if paths else None
         errors: list[str | None] = [None] * len(window)
         prepared: list[Prepared | None] = [None] * len(window)
+        loaded, loaded_waves = [], []
         for pos, e in enumerate(window):
             try:
                 waves: list[np.ndarray | None] = []
@@ -260,9 +264,15 @@ class RewardScorer:
                         waves.append(audio[slot])
                     else:
                         waves.append(_waveform(turn.audio, e, t))
-                prepared[pos] = self.model.prepare(e, waves)
+                loaded.append(pos)
+                loaded_waves.append(waves)
             except (SdscoreError, ValueError) as exc:
                 errors[pos] = f"{e.id or f'episode {int(indices[pos])}'}: {exc}"
+        for pos, item in zip(loaded, self.model.prepare_many([window[p] for p in loaded], loaded_waves)):
+            if isinstance(item, Exception):
+                errors[pos] = f"{window[pos].id or f'episode {int(indices[pos])}'}: {item}"
+            else:
+                prepared[pos] = item
         good = [pos for pos in range(len(window)) if prepared[pos] is not None]
         plan = plan_batches([prepared[pos].length for pos in good], self.max_batch, self.max_tokens)
         pin = self.device.type == "cuda" and self.session is None
