@@ -145,9 +145,10 @@ def build_tiny_whisper(folder, alignment_heads=((0, 0), (0, 1))):
         # random weights may pick end-of-text first (argmax near-ties move with thread counts and
         # test order): hold it off for a few tokens so the model always emits text to time
         min_new_tokens=4,
-        suppress_tokens=[
-            i for s, i in ids.items() if s != "<|endoftext|>"
-        ],  # so random weights emit text
+        # so random weights emit text: no special token, and no byte-level whitespace token (four
+        # spaces in a row would time no word at all)
+        suppress_tokens=[i for s, i in ids.items() if s != "<|endoftext|>"]
+        + [vocab[c] for c in ("Ġ", "Ċ", "ĉ", "č")],
     )
     model.save_pretrained(folder)
     extractor = transformers.WhisperFeatureExtractor(feature_size=80)
