@@ -81,7 +81,7 @@ class RewardScorer:
         session: Any = None,
     ):
         """model: a loaded RewardModel; max_tokens caps B × Lmax per batch; window (default
-        8 × max_batch) is how many episodes are bucketed together and prefetched at once;
+        16 × max_batch) is how many episodes are loaded, featurised and bucketed together;
         session: an exported-model session (runtime.onnx_backend) that replaces the torch forward;
         prefetch (default: on for CUDA) prepares the next window on a thread while this one runs —
         on a CPU-only machine the two compete for the same cores and it measured slower."""
@@ -92,7 +92,7 @@ class RewardScorer:
         self.dtype = resolve_dtype(dtype, self.device)
         self.max_batch = int(max_batch)
         self.max_tokens = max_tokens
-        self.window = int(window or 8 * self.max_batch)
+        self.window = int(window or 16 * self.max_batch)
         if self.window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
         self.num_threads = num_threads
