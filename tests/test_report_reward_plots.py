@@ -9,20 +9,11 @@ import polars as pl
 import pytest
 from matplotlib.image import imread
 
+from sdscore.protocols.reward import RESULT_SCHEMA
 from sdscore.report.reward_plots import plot_reward_distributions, reward_distribution_stats
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-SCHEMA = {
-    "pair_id": pl.String,
-    "criterion": pl.String,
-    "subset": pl.String,
-    "category": pl.String,
-    "chosen_reward": pl.Float64,
-    "rejected_reward": pl.Float64,
-    "margin": pl.Float64,
-    "correct": pl.Boolean,
-    "error": pl.String,
-}
+SCHEMA = RESULT_SCHEMA
 
 
 def results_frame(groups) -> pl.DataFrame:

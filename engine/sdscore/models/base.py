@@ -32,6 +32,17 @@ class Prepared:
     inputs: dict[str, Any]
 
 
+def left_padded_ids(items: Sequence[Prepared], pad_id: int) -> dict[str, torch.Tensor]:
+    """input_ids / attention_mask int64 [B, L] of items holding inputs["input_ids"], padded on the left."""
+    width = max(item.length for item in items)
+    ids = torch.full((len(items), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(items), width), dtype=torch.long)
+    for row, item in enumerate(items):
+        ids[row, width - item.length:] = torch.as_tensor(item.inputs["input_ids"])
+        mask[row, width - item.length:] = 1
+    return {"input_ids": ids, "attention_mask": mask}
+
+
 class RewardModel(nn.Module, ABC):
     """backbone → pooler → score_head; subclasses set `self.pooler` (heads.Pooler) and
     `self.score_head` (nn.Linear(H, 1)) and are found by `sdscore.models.loading`."""

@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from sdscore.errors import MissingDependencyError, ModelError
-from sdscore.models.base import Prepared, RewardModel
+from sdscore.models.base import Prepared, RewardModel, left_padded_ids
 from sdscore.models.chat_prompts import (
     SYSTEM_PROMPT_FILE,
     chat_template_in,
@@ -180,13 +180,7 @@ class SDiaRewardQwenOmni(RewardModel):
         """input_ids / attention_mask int64 [B, L], left padding; when any clip, its log-mel frames
         packed: input_features float32 [n_mels, T] (clips concatenated in batch then turn order,
         the order their placeholders take in the flattened batch) and feature_lengths int64 [N]."""
-        width = max(item.length for item in items)
-        ids = torch.full((len(items), width), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(items), width), dtype=torch.long)
-        for row, item in enumerate(items):
-            ids[row, width - item.length:] = item.inputs["input_ids"]
-            mask[row, width - item.length:] = 1
-        batch = {"input_ids": ids, "attention_mask": mask}
+        batch = left_padded_ids(items, self.pad_token_id)
         clips = [f for item in items for f in item.inputs["features"]]
         if clips:
             batch["input_features"] = torch.cat(clips, dim=1)

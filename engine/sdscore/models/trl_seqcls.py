@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from sdscore.errors import MissingDependencyError, ModelError
-from sdscore.models.base import Prepared, RewardModel
+from sdscore.models.base import Prepared, RewardModel, left_padded_ids
 from sdscore.models.chat_prompts import (
     episode_label,
     read_system_prompt,
@@ -103,13 +103,7 @@ class TrlSequenceClassifier(RewardModel):
 
     def collate(self, items: Sequence[Prepared]) -> dict[str, torch.Tensor]:
         """input_ids / attention_mask int64 [B, L], left padding."""
-        width = max(item.length for item in items)
-        ids = torch.full((len(items), width), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(items), width), dtype=torch.long)
-        for row, item in enumerate(items):
-            ids[row, width - item.length:] = item.inputs["input_ids"]
-            mask[row, width - item.length:] = 1
-        return {"input_ids": ids, "attention_mask": mask}
+        return left_padded_ids(items, self.pad_token_id)
 
     def hidden(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Body's last layer [B, L, H] and the reward mask [B, L]: attended tokens that are not
