@@ -19,7 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from sdscore.errors import ModelError, SdscoreError
+from sdscore.errors import SdscoreError
+from sdscore.models.checkpoint_files import check_state_fits
 from sdscore.models.episodes import Episode
 from sdscore.models.heads import score_pooled
 
@@ -123,13 +124,7 @@ class RewardModel(nn.Module, ABC):
 
     def load_head(self, state: dict[str, torch.Tensor]) -> None:
         """Replace pooler + score_head weights with `state` (keys as head_state())."""
-        own = self.head_state()
-        missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
-        if missing or unexpected:
-            raise ModelError(f"head weights do not fit {self.kind}: missing {missing}, unexpected {unexpected}")
-        for name, value in state.items():
-            if tuple(value.shape) != tuple(own[name].shape):
-                raise ModelError(f"head weight {name}: shape {tuple(value.shape)}, model has {tuple(own[name].shape)}")
+        check_state_fits(state, self.head_state(), f"{self.kind} head")
         with torch.no_grad():
             module_state = {"pooler": {}, "score_head": {}}
             for name, value in state.items():

@@ -39,6 +39,18 @@ def read_safetensors(file: Path) -> dict[str, torch.Tensor]:
         raise ModelError(f"{file}: corrupt safetensors file ({error})") from error
 
 
+def check_state_fits(
+    state: dict[str, torch.Tensor], own: dict[str, torch.Tensor], where: str, against: str = "the model"
+) -> None:
+    """ModelError "<where>: ..." unless `state` has exactly `own`'s names, each with its shape."""
+    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+    if missing or unexpected:
+        raise ModelError(f"{where}: weights do not fit {against}: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    for name, value in state.items():
+        if tuple(value.shape) != tuple(own[name].shape):
+            raise ModelError(f"{where}: weight {name} has shape {tuple(value.shape)}, {against} needs {tuple(own[name].shape)}")
+
+
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """None → CPU; "auto" → CUDA when visible, else CPU; anything else as torch.device."""
     if device is None:

@@ -37,7 +37,13 @@ from torch.nn import functional as F
 from sdscore.atomic_write import atomic_path, write_json
 from sdscore.errors import AudioError, ModelError, SdscoreError
 from sdscore.models import byte_tokens as bt
-from sdscore.models.checkpoint_files import read_json, read_safetensors, resolve_device, resolve_dtype
+from sdscore.models.checkpoint_files import (
+    check_state_fits,
+    read_json,
+    read_safetensors,
+    resolve_device,
+    resolve_dtype,
+)
 from sdscore.models.base import Prepared, RewardModel
 from sdscore.models.episodes import Episode
 from sdscore.models.heads import Pooler, pooling_name
@@ -412,11 +418,5 @@ def _read_weights(folder: Path, model: nn.Module) -> dict[str, torch.Tensor]:
     """model.safetensors checked against the model's state dict; ModelError naming what differs."""
     file = folder / WEIGHTS_FILE
     state = read_safetensors(file)
-    own = model.state_dict()
-    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
-    if missing or unexpected:
-        raise ModelError(f"{file}: weights do not fit the config: missing {missing[:5]}, unexpected {unexpected[:5]}")
-    for name, value in state.items():
-        if tuple(value.shape) != tuple(own[name].shape):
-            raise ModelError(f"{file}: weight {name} has shape {tuple(value.shape)}, the config needs {tuple(own[name].shape)}")
+    check_state_fits(state, model.state_dict(), str(file), "the config")
     return state
