@@ -198,6 +198,18 @@ def test_default_model_is_the_shipped_compact_model(manifest, tmp_path):
     assert pl.read_parquet(out)["chosen_reward"].null_count() == 0
 
 
+def test_worker_processes_through_cli_give_the_same_results(manifest, tmp_path, capsys):
+    one, two = tmp_path / "one.parquet", tmp_path / "two.parquet"
+    assert main(["score", "reward", str(manifest), "--out", str(one), "--max-batch", "2"]) == 0
+    assert main(["score", "reward", str(manifest), "--out", str(two), "--max-batch", "2", "--workers", "2"]) == 0
+    columns = ["chosen_reward", "rejected_reward"]
+    np.testing.assert_allclose(pl.read_parquet(two)[columns].to_numpy(), pl.read_parquet(one)[columns].to_numpy(),
+                               atol=1e-6, rtol=0)
+    with pytest.raises(SystemExit):
+        main(["score", "reward", str(manifest), "--out", str(two), "--workers", "0"])
+    assert "expected 'auto' or an integer >= 1, got '0'" in capsys.readouterr().err
+
+
 def test_train_reward_cli_writes_a_loadable_compact_model(manifest, tmp_path):
     out = tmp_path / "trained"
     assert main(["train", "reward", str(manifest), "--out", str(out), "--max-steps", "3", "--batch-size", "2",

@@ -182,6 +182,58 @@ def test_score_pairs_and_pooled(episodes):
         scorer.score_pairs([episodes[0]])
 
 
+def test_pair_episodes_share_a_window(episodes, monkeypatch):
+    """Chosen and rejected of a pair are prepared in one call, so their shared context clips are
+    read and featurised once, whatever the corpus size (the window here holds 4 episodes)."""
+    model = ToyModel()
+    calls = []
+    original = model.prepare_many
+    monkeypatch.setattr(model, "prepare_many", lambda eps, audio: calls.append([e.id for e in eps]) or original(eps, audio))
+    pairs = list(zip(episodes[:10], episodes[10:20]))
+    chosen, rejected = RewardScorer(model, device="cpu", max_batch=2, window=4).score_pairs(pairs)
+    for c, r in pairs:
+        assert any(c.id in ids and r.id in ids for ids in calls), (c.id, r.id, calls)
+    assert max(len(ids) for ids in calls) <= 4
+    expected = _one_by_one(model, episodes[:20])
+    torch.testing.assert_close(torch.cat([chosen, rejected]), expected, atol=1e-5, rtol=0)
+
+
+def test_worker_processes_equal_in_process(episodes, tmp_path):
+    """workers=2: windows scored in spawned processes give the in-process scores, pooled states
+    and per-episode errors, in input order; the pool is reused and can be closed and restarted."""
+    from sdscore.models.compact import CompactConfig, CompactRewardModel
+
+    model = CompactRewardModel.from_config(CompactConfig(d_model=32, n_layers=1, n_heads=2, ff_size=64), seed=3)
+    broken = tmp_path / "broken.wav"
+    broken.write_bytes(b"RIFF not really a wav")
+    bad = Episode((Turn("user", "hi"), Turn("assistant", None, str(broken))), "modality", "bad-one")
+    waves = Episode((Turn("assistant", "hey", np.linspace(-0.2, 0.2, 8000, dtype=np.float32)),), "modality", "wave")
+    mixed = episodes[:7] + [bad] + episodes[7:] + [waves]
+    reference = RewardScorer(model, device="cpu", max_batch=4, window=5)
+    expected, expected_pooled, expected_errors = reference.score_detailed(mixed, with_pooled=True)
+    with RewardScorer(model, device="cpu", max_batch=4, window=5, workers=2) as scorer:
+        got, pooled, errors = scorer.score_detailed(mixed, with_pooled=True)
+        torch.testing.assert_close(got, expected, atol=1e-6, rtol=0, equal_nan=True)
+        torch.testing.assert_close(pooled, expected_pooled, atol=1e-6, rtol=0, equal_nan=True)
+        assert errors == expected_errors and "bad-one: turn 1" in errors[7]
+        pool = scorer._pool
+        assert pool is not None
+        torch.testing.assert_close(scorer.score(episodes[:12]), reference.score(episodes[:12]), atol=1e-6, rtol=0)
+        assert scorer._pool is pool  # reused across calls
+    assert scorer._pool is None
+    torch.testing.assert_close(scorer.score(episodes), reference.score(episodes), atol=1e-6, rtol=0)
+    scorer.close()
+
+
+def test_workers_option_checked():
+    model = ToyModel()
+    for bad in (0, -1, "many", True):
+        with pytest.raises(ValueError, match="workers must be"):
+            RewardScorer(model, device="cpu", workers=bad)
+    assert RewardScorer(model, device="cpu", workers="auto").workers >= 1
+    assert RewardScorer(model, device="cpu").workers == 1
+
+
 def _pairs_frame(episodes, broken_path=None):
     def structs(e):
         return [{"role": t.role, "text": t.text, "audio_path": t.audio if isinstance(t.audio, str) else None}

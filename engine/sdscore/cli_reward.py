@@ -16,10 +16,22 @@ def _cmd_score_reward(args: argparse.Namespace) -> int:
         frame = run_score(
             args.manifest, args.out, args.model or default_model_dir(),
             base=args.base, system_prompt=args.system_prompt, backend=args.backend, device=args.device,
-            dtype=args.dtype, max_batch=args.max_batch, max_tokens=args.max_tokens,
+            dtype=args.dtype, max_batch=args.max_batch, max_tokens=args.max_tokens, workers=args.workers,
             store_pooled=args.store_pooled, resume=args.resume, progress=progress,
         )
     return report_rows(frame, args.out)
+
+
+def _workers(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or an integer >= 1, got {value!r}")
+    return count
 
 
 def add_score_reward_parser(protocols) -> None:
@@ -36,6 +48,8 @@ def add_score_reward_parser(protocols) -> None:
     reward.add_argument("--dtype", default="auto", help="auto (bf16 on GPU, fp32 on CPU) | float32 | bfloat16")
     reward.add_argument("--max-batch", type=int, default=16, help="episodes per forward")
     reward.add_argument("--max-tokens", type=int, help="cap on batch × longest sequence")
+    reward.add_argument("--workers", type=_workers, default=1,
+                        help="CPU worker processes, each with its own model copy (N or auto; default 1)")
     reward.add_argument("--store-pooled", action="store_true", help="also store pooled states (for --head-only)")
     reward.add_argument("--resume", action="store_true", help="continue an interrupted run from its shards")
     reward.set_defaults(func=_cmd_score_reward)

@@ -89,7 +89,7 @@ def score_pairs_frame(pairs: pl.DataFrame, scorer, store_pooled: bool = False,
     if valid:
         subset = pairs[valid]
         chosen, rejected = episodes_from_pairs(subset)
-        rewards, states, episode_errors = scorer.score_detailed(chosen + rejected, store_pooled, progress)
+        rewards, states, episode_errors = scorer.score_pairs_detailed(chosen, rejected, store_pooled, progress)
         m = len(valid)
         rewards = rewards.numpy()
         chosen_r[valid], rejected_r[valid] = rewards[:m], rewards[m:]
@@ -114,6 +114,7 @@ def run_score(
     dtype: str = "auto",
     max_batch: int = 16,
     max_tokens: int | None = None,
+    workers: int | str = 1,
     store_pooled: bool = False,
     resume: bool = False,
     shard_rows: int = SHARD_ROWS,
@@ -131,7 +132,7 @@ def run_score(
     options = {k: os.fspath(v) for k, v in (("base", base), ("system_prompt", system_prompt)) if v is not None}
     scorer = RewardScorer.from_pretrained(
         model_dir, backend=backend, device=device, dtype=dtype, model_options=options,
-        max_batch=max_batch, max_tokens=max_tokens,
+        max_batch=max_batch, max_tokens=max_tokens, workers=workers,
     )
     config = {
         "manifest": os.path.abspath(manifest_path), "model": os.path.abspath(model_dir), "options": options,
@@ -140,15 +141,16 @@ def run_score(
     output = ShardedOutput(out_path, pairs.height, shard_rows, config, resume)
     pending = output.pending()
     done_before = pairs.height - sum(output.shard_rows_range(k)[1] - output.shard_rows_range(k)[0] for k in pending)
-    for k in pending:
-        start, stop = output.shard_rows_range(k)
+    with scorer:  # stops worker processes, if any
+        for k in pending:
+            start, stop = output.shard_rows_range(k)
 
-        def shard_progress(stage: str, done: int, total: int, _before: int = done_before) -> None:
-            if progress:  # episodes of this shard → pairs of the whole run
-                progress("reward: score pairs", _before + math.floor(done / 2), pairs.height)
+            def shard_progress(stage: str, done: int, total: int, _before: int = done_before) -> None:
+                if progress:  # episodes of this shard → pairs of the whole run
+                    progress("reward: score pairs", _before + math.floor(done / 2), pairs.height)
 
-        output.write_shard(k, score_pairs_frame(pairs[start:stop], scorer, store_pooled, shard_progress))
-        done_before += stop - start
+            output.write_shard(k, score_pairs_frame(pairs[start:stop], scorer, store_pooled, shard_progress))
+            done_before += stop - start
     return output.finish(lambda: _results_frame(pairs.clear(), np.zeros(0), np.zeros(0), [], None))
 
 #: |chosen − rejected| bucket edges for the confidence analysis (rewards are centred near 0).
