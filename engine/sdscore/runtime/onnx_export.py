@@ -41,8 +41,8 @@ from torch.nn import functional as F
 import sdscore
 from sdscore.atomic_write import atomic_path, write_json
 from sdscore.errors import MissingDependencyError, ModelError
-from sdscore.models.checkpoint_files import read_json
 from sdscore.models.base import RewardModel
+from sdscore.models.checkpoint_files import read_json
 from sdscore.models.episodes import Episode, Turn
 from sdscore.models.heads import Pooler, PoolingHead
 from sdscore.models.loading import load_reward_model

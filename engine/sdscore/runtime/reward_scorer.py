@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import polars as pl
@@ -128,7 +128,7 @@ class RewardScorer:
             self._pool_finalizer()
         self._pool = self._pool_finalizer = None
 
-    def __enter__(self) -> RewardScorer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
