@@ -5,9 +5,10 @@ with one threaded `load_many` call, the model prepares all episodes at once (`pr
 compact model runs one batched log-mel over the window's distinct clips, so a pair's shared
 context is computed once) and the episodes are grouped by length into batches
 (runtime/batching.py). On CUDA a background thread prepares the next window while the GPU runs
-this one. On a CPU with several cores, windows go to worker processes (runtime/worker_pool.py),
-each with its own model copy and a share of the cores. Results come back in input order. A bad episode (unreadable audio, no usable turn) gets
-NaN and its error text; the other episodes of its batch are scored as usual.
+this one. With `workers` > 1 on a CPU, windows go to worker processes (runtime/worker_pool.py),
+each with its own model copy and a share of the cores. Results come back in input order. A bad
+episode (unreadable audio, no usable turn) gets NaN and its error text; the other episodes of its
+batch are scored as usual.
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ class _PreparedWindow:
     indices: np.ndarray
     batches: list[tuple[list[int], dict[str, torch.Tensor]]]  # positions within the window
     errors: list[str | None]
+
+
+def _usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _waveform(audio: Any, episode: Episode, turn: int) -> np.ndarray:
@@ -112,10 +117,9 @@ class RewardScorer:
         self._pool_finalizer = None
 
     def _resolve_workers(self, workers: int | str) -> int:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         if workers == "auto":
             in_process_only = self.device.type != "cpu" or self.session is not None
-            return 1 if in_process_only else max(1, min(cores, 8))
+            return 1 if in_process_only else max(1, min(_usable_cores(), 8))
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be 'auto' or an integer >= 1, got {workers!r}")
         if workers > 1 and (self.device.type != "cpu" or self.session is not None):
@@ -138,9 +142,8 @@ class RewardScorer:
         if self._pool is None:
             from sdscore.runtime.worker_pool import WorkerPool
 
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
             options = {"dtype": self.dtype, "max_batch": self.max_batch, "max_tokens": self.max_tokens}
-            self._pool = WorkerPool(self.model, self.workers, max(1, cores // self.workers), options)
+            self._pool = WorkerPool(self.model, self.workers, max(1, _usable_cores() // self.workers), options)
             self._pool_finalizer = weakref.finalize(self, self._pool.close)
         return self._pool
 
@@ -237,6 +240,7 @@ class RewardScorer:
         size = self.window
         if self.workers > 1 and len(episodes) > self.max_batch:  # spread a small input over the workers
             size = max(self.max_batch, min(self.window, -(-len(episodes) // self.workers)))
+            size += size % 2  # even, so score_pairs' interleaved pairs never straddle two windows
         windows = [np.arange(s, min(s + size, len(episodes))) for s in range(0, len(episodes), size)]
         done = 0
         if progress:
