@@ -102,10 +102,13 @@ def test_prepare_layout_interleaves_turns(model):
     assert item.inputs["audio_frames"].shape == (n_audio, SMALL.frame_size)
 
 
-def test_text_patches_of_multibyte_text():
-    patches = bt.text_patches("é✓", 4)  # 2 + 3 UTF-8 bytes → 2 patches
-    assert patches.tolist() == [[0xC3, 0xA9, 0xE2, 0x9C], [0x93, bt.PAD, bt.PAD, bt.PAD]]
-    assert bt.text_patches("", 4).shape == (0, 4) and bt.text_patches(None, 3).shape == (0, 3)
+def test_text_patches_of_multibyte_and_empty_text(model):
+    p, pad = SMALL.bytes_per_token, bt.PAD
+    ep = Episode((Turn("user", "é✓"), Turn("assistant", ""), Turn("user", audio="x.wav")), None)
+    ids = model.prepare(ep, [None, None, None]).inputs["token_ids"].tolist()
+    assert p == 4 and ids[2:4] == [[0xC3, 0xA9, 0xE2, 0x9C], [0x93, pad, pad, pad]]  # 2 + 3 UTF-8 bytes → 2 patches
+    assert [row[0] for row in ids] == [bt.CRITERION[None], bt.ROLE["user"], 0xC3, 0x93, bt.TURN_END,
+                                      bt.ROLE["assistant"], bt.TURN_END, bt.ROLE["user"], bt.TURN_END]
 
 
 def test_truncation_keeps_the_end():
@@ -172,6 +175,30 @@ def test_other_poolings_are_padding_invariant(pooling):
     single = torch.cat([scores(m, [p]) for p in pairs])
     m.padding_side = "left"
     torch.testing.assert_close(scores(m, pairs), single, rtol=0, atol=1e-5)
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("rows", [[0, 1, 2, 3], [0], [3, 0, 1]], ids=["all", "no-audio-at-all", "reordered"])
+def test_packed_and_dense_audio_frames_give_the_same_states(model, side, rows):
+    """collate packs the frames of the audio positions [N, F]; collate_dense (the exported layout)
+    places them [B, L, F]: the same hidden states, and the packed rows are the dense audio rows."""
+    pairs = [ragged_episodes()[r] for r in rows]
+    items = [model.prepare(e, a) for e, a in pairs]
+    model.padding_side = side
+    try:
+        packed, dense = model.collate(items), model.collate_dense(items)
+        with torch.no_grad():
+            (h_packed, mask), (h_dense, _) = model.hidden(packed), model.hidden(dense)
+    finally:
+        model.padding_side = "right"
+    is_audio = dense["token_ids"][..., 0] == bt.AUDIO
+    assert packed["audio_frames"].shape == (int(is_audio.sum()), SMALL.frame_size)
+    torch.testing.assert_close(packed["audio_frames"], dense["audio_frames"][is_audio], rtol=0, atol=0)
+    assert not dense["audio_frames"][~is_audio].any()
+    keep = mask.bool()
+    torch.testing.assert_close(h_packed[keep], h_dense[keep], rtol=0, atol=1e-6)
+    for key in ("token_ids", "segment_ids", "attention_mask"):
+        assert torch.equal(packed[key], dense[key])
+
 
 
 # --- disk ------------------------------------------------------------------------------------

@@ -108,7 +108,7 @@ def episodes(n: int, seed: int = 1, long: bool = False) -> list[Episode]:
 
 
 def collated(model: RewardModel, eps: list[Episode]) -> dict[str, torch.Tensor]:
-    return model.collate([model.prepare(e, [t.audio for t in e.turns]) for e in eps])
+    return model.collate_dense([model.prepare(e, [t.audio for t in e.turns]) for e in eps])
 
 
 def torch_scores(model: RewardModel, batch) -> torch.Tensor:

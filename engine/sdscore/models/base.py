@@ -89,6 +89,11 @@ class RewardModel(nn.Module, ABC):
     def collate(self, items: Sequence[Prepared]) -> dict[str, torch.Tensor]:
         """Pad prepared items into one batch of CPU tensors (padding on `padding_side`)."""
 
+    def collate_dense(self, items: Sequence[Prepared]) -> dict[str, torch.Tensor]:
+        """collate() with every input laid out [B, L, ...]: what an exported graph takes (its dynamic
+        axes are batch and length). The same as collate() unless an adapter packs an input there."""
+        return self.collate(items)
+
     @abstractmethod
     def hidden(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Backbone's last layer [B, L, H] and its attention mask [B, L] for a batch on the device."""

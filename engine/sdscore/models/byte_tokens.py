@@ -9,8 +9,6 @@ positions carry AUDIO and get their content from the stacked log-mel frames inst
 
 from __future__ import annotations
 
-import numpy as np
-
 PAD = 256
 AUDIO = 257
 TURN_END = 258
@@ -21,29 +19,6 @@ VOCAB_SIZE = 272  # 265 used; rounded up to a multiple of 16
 #: segment ids: the criterion token, the context turns, the candidate (final) turn
 SEGMENT_CRITERION, SEGMENT_CONTEXT, SEGMENT_FINAL = 0, 1, 2
 N_SEGMENTS = 3
-
-
-def text_ids(text: str | None) -> np.ndarray:
-    """int64 ids of a text's UTF-8 bytes (empty for None or "")."""
-    if not text:
-        return np.zeros(0, dtype=np.int64)
-    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)
-
-
-def text_patches(text: str | None, bytes_per_token: int) -> np.ndarray:
-    """int64 [ceil(n_bytes / bytes_per_token), bytes_per_token]: the text's bytes, PAD-filled at the end."""
-    ids = text_ids(text)
-    n = -(-len(ids) // bytes_per_token)
-    out = np.full(n * bytes_per_token, PAD, dtype=np.int64)
-    out[: len(ids)] = ids
-    return out.reshape(n, bytes_per_token)
-
-
-def structural(ids: list[int] | np.ndarray, bytes_per_token: int) -> np.ndarray:
-    """int64 [len(ids), bytes_per_token]: structural tokens as patches [id, PAD, ...]."""
-    out = np.full((len(ids), bytes_per_token), PAD, dtype=np.int64)
-    out[:, 0] = ids
-    return out
 
 
 def criterion_id(criterion: str | None) -> int:

@@ -7,9 +7,12 @@ log-mel frames stacked (10 ms hop, so 8 frames = 80 ms, 12.5 tokens/s). Patching
 episode of ~20 s of speech and ~300 characters near 300 positions, so CPU training stays cheap.
 
 `prepare` (CPU, per episode) does all the data-dependent work: the log-mel, the layout and the
-truncation. `hidden` is dense tensor ops only — an embedding, one Linear over the stacked
-frames selected by `where`, positions counted from the mask (so left and right padding give the
-same states), pre-LN blocks over torch SDPA — which is what lets it export to ONNX / TensorRT.
+truncation. `hidden` is tensor ops only — an embedding, one Linear over the stacked frames,
+positions counted from the mask (so left and right padding give the same states), pre-LN blocks
+over torch SDPA. `collate` packs the frames of a batch's audio positions ([N, F], scattered into
+place in `hidden`), so no zero rows for text and padding are written, moved or projected;
+`collate_dense` lays them out [B, L, F] (selected by `where`), the fixed-rank form that exports to
+ONNX / TensorRT. Both give the same states.
 
 Truncation keeps the END of an episode: when the sequence is longer than `max_len`, the
 criterion token stays first and the oldest tokens after it are dropped (the candidate final turn
@@ -231,15 +234,25 @@ class CompactRewardModel(RewardModel):
         (equal to clip-by-clip features; a bad episode's slot holds its error)."""
         out: list[Prepared | Exception | None] = [None] * len(episodes)
         checked: dict[int, list[np.ndarray | None]] = {}
+        # A clip shared by several episodes (a pair's common context, the same array passed twice)
+        # is checked and featurised once: the same memory, dtype, shape and strides is the same clip.
+        seen: dict[tuple, np.ndarray] = {}
+
+        def check(wave: Any, where: str) -> np.ndarray | None:
+            if not isinstance(wave, np.ndarray):
+                return self._checked_wave(wave, where)
+            key = (wave.__array_interface__["data"][0], wave.dtype.str, wave.shape, wave.strides)
+            if key not in seen:
+                seen[key] = self._checked_wave(wave, where)
+            return seen[key]
+
         for e, (episode, waves) in enumerate(zip(episodes, audio)):
             try:
                 if len(waves) != len(episode.turns):
                     raise ValueError(f"episode {episode.id or '?'}: {len(episode.turns)} turns but {len(waves)} audio slots")
-                checked[e] = [self._checked_wave(w, f"episode {episode.id or '?'} turn {t}") for t, w in enumerate(waves)]
+                checked[e] = [check(w, f"episode {episode.id or '?'} turn {t}") for t, w in enumerate(waves)]
             except (SdscoreError, ValueError) as error:
                 out[e] = error
-        # A clip shared by several episodes (a pair's common context, the same array passed twice)
-        # is computed once: the same memory, length and stride is the same clip.
         unique: dict[tuple[int, int, int], int] = {}
         slots = []
         for e, waves in checked.items():
@@ -262,22 +275,24 @@ class CompactRewardModel(RewardModel):
         return out
 
     def _assemble(self, episode: Episode, clips: list[np.ndarray]) -> Prepared:
-        """The interleaved sequence of one episode from its clips' stacked log-mel."""
+        """The interleaved sequence of one episode from its clips' stacked log-mel: per turn
+        [role][text patches][one AUDIO token per stacked frame][turn end], after the criterion."""
         p = self.config.bytes_per_token
-        tokens = [bt.structural([bt.criterion_id(episode.criterion)], p)]
-        segments, frames = [np.array([bt.SEGMENT_CRITERION])], []
-        last = len(episode.turns) - 1
-        for i, (turn, clip) in enumerate(zip(episode.turns, clips)):
-            ids = np.concatenate([
-                bt.structural([bt.role_id(turn.role)], p), bt.text_patches(turn.text, p),
-                bt.structural(np.full(len(clip), bt.AUDIO), p), bt.structural([bt.TURN_END], p),
-            ])
-            tokens.append(ids)
-            segments.append(np.full(len(ids), bt.SEGMENT_FINAL if i == last else bt.SEGMENT_CONTEXT))
-            frames.append(clip)
-        ids = np.concatenate(tokens)
-        seg = np.concatenate(segments).astype(np.int64)
-        stacked = np.concatenate(frames) if frames else np.zeros((0, self.config.frame_size), np.float32)
+        texts = [turn.text.encode("utf-8") if turn.text else b"" for turn in episode.turns]
+        lengths = [1] + [2 + -(-len(text) // p) + len(clip) for text, clip in zip(texts, clips)]
+        ids = np.full((sum(lengths), p), bt.PAD, dtype=np.int64)
+        flat, first = ids.reshape(-1), ids[:, 0]
+        first[0] = bt.criterion_id(episode.criterion)
+        at = 1
+        for turn, text, clip, length in zip(episode.turns, texts, clips, lengths[1:]):
+            first[at] = bt.role_id(turn.role)
+            flat[(at + 1) * p : (at + 1) * p + len(text)] = np.frombuffer(text, dtype=np.uint8)
+            first[at + length - 1 - len(clip) : at + length - 1] = bt.AUDIO
+            first[at + length - 1] = bt.TURN_END
+            at += length
+        turn_segments = [bt.SEGMENT_CONTEXT] * (len(clips) - 1) + [bt.SEGMENT_FINAL] if clips else []
+        seg = np.repeat(np.array([bt.SEGMENT_CRITERION, *turn_segments], dtype=np.int64), lengths)
+        stacked = np.concatenate(clips) if clips else np.zeros((0, self.config.frame_size), np.float32)
         excess = len(ids) - self.config.max_len
         if excess > 0:  # keep the criterion token and the last max_len - 1 tokens
             dropped_audio = int(np.count_nonzero(ids[1 : 1 + excess, 0] == bt.AUDIO))
@@ -286,9 +301,9 @@ class CompactRewardModel(RewardModel):
             stacked = stacked[dropped_audio:]
         return Prepared(len(ids), {"token_ids": ids, "segment_ids": seg, "audio_frames": stacked})
 
-    def collate(self, items: Sequence[Prepared]) -> dict[str, torch.Tensor]:
-        """token_ids int64 [B, L, bytes_per_token]; segment_ids, attention_mask int64 [B, L];
-        audio_frames float32 [B, L, F] (zeros except at audio positions)."""
+    def _padded_ids(self, items: Sequence[Prepared]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
+        """token_ids [B, L, P], segment_ids and attention_mask [B, L] padded on padding_side, and
+        each row's first position."""
         if not items:
             raise ValueError("collate needs at least one prepared episode")
         n = len(items)
@@ -296,13 +311,36 @@ class CompactRewardModel(RewardModel):
         ids = np.full((n, width, self.config.bytes_per_token), bt.PAD, dtype=np.int64)
         seg = np.zeros((n, width), dtype=np.int64)
         mask = np.zeros((n, width), dtype=np.int64)
-        frames = np.zeros((n, width, self.config.frame_size), dtype=np.float32)
+        starts = []
         for b, item in enumerate(items):
             start = width - item.length if self.padding_side == "left" else 0
             span = slice(start, start + item.length)
             ids[b, span] = item.inputs["token_ids"]
             seg[b, span] = item.inputs["segment_ids"]
             mask[b, span] = 1
+            starts.append(start)
+        return ids, seg, mask, starts
+
+    def collate(self, items: Sequence[Prepared]) -> dict[str, torch.Tensor]:
+        """token_ids int64 [B, L, bytes_per_token]; segment_ids, attention_mask int64 [B, L];
+        audio_frames float32 [N, F]: the stacked log-mel of every AUDIO position of the batch, in
+        row-major order of those positions (packed: no zero rows for text and padding to write,
+        move and project). collate_dense gives the same batch with audio_frames [B, L, F]."""
+        ids, seg, mask, _ = self._padded_ids(items)
+        frames = np.concatenate([item.inputs["audio_frames"] for item in items])
+        return {
+            "token_ids": torch.from_numpy(ids),
+            "segment_ids": torch.from_numpy(seg),
+            "attention_mask": torch.from_numpy(mask),
+            "audio_frames": torch.from_numpy(frames),
+        }
+
+    def collate_dense(self, items: Sequence[Prepared]) -> dict[str, torch.Tensor]:
+        """collate() with audio_frames float32 [B, L, F] (zeros except at audio positions): the
+        fixed-rank layout the ONNX / TensorRT exports take."""
+        ids, seg, mask, starts = self._padded_ids(items)
+        frames = np.zeros((*mask.shape, self.config.frame_size), dtype=np.float32)
+        for b, (item, start) in enumerate(zip(items, starts)):
             frames[b, start + np.flatnonzero(item.inputs["token_ids"][:, 0] == bt.AUDIO)] = item.inputs["audio_frames"]
         return {
             "token_ids": torch.from_numpy(ids),
@@ -314,12 +352,18 @@ class CompactRewardModel(RewardModel):
     # --- device side ----------------------------------------------------------------------
 
     def hidden(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Last layer [B, L, D] and the attention mask [B, L] (dense ops only: exportable)."""
+        """Last layer [B, L, D] and the attention mask [B, L]; audio_frames packed [N, F] (collate) or
+        dense [B, L, F] (collate_dense: dense ops only, exportable)."""
         ids, mask = batch["token_ids"], batch["attention_mask"]
         keep = mask != 0
-        audio = self.frame_proj(batch["audio_frames"].to(self.frame_proj.weight.dtype))
+        frames, is_audio = batch["audio_frames"], (ids[..., 0] == bt.AUDIO)[..., None]
+        audio = self.frame_proj(frames.to(self.frame_proj.weight.dtype))
         text = self.embed(ids + self.slot_offset).sum(2)  # [B, L, P, D] → [B, L, D]
-        x = torch.where((ids[..., 0] == bt.AUDIO)[..., None], audio, text) + self.segment(batch["segment_ids"])
+        if frames.dim() == 2:  # packed [N, F] (collate): fill the audio positions in row-major order
+            x = text.masked_scatter(is_audio, audio)
+        else:  # dense [B, L, F] (collate_dense, the exported graph)
+            x = torch.where(is_audio, audio, text)
+        x = x + self.segment(batch["segment_ids"])
         position = (keep.to(torch.int64).cumsum(1) - 1).clamp_min(0)
         angle = position[..., None].to(torch.float32) * self.inv_freq.float()
         x = x + torch.cat([angle.sin(), angle.cos()], dim=-1).to(x.dtype)

@@ -432,9 +432,9 @@ def example_episodes(sample_rate: int) -> list[Episode]:
 
 
 def example_batch(model: RewardModel) -> dict[str, torch.Tensor]:
-    """model.collate of model.prepare over example_episodes, on the model's device."""
+    """model.collate_dense of model.prepare over example_episodes, on the model's device."""
     items = [model.prepare(ep, [t.audio for t in ep.turns]) for ep in example_episodes(int(model.sample_rate))]
-    batch = model.collate(items)
+    batch = model.collate_dense(items)
     weight = next(model.parameters(), None)
     return {k: v.to(weight.device) for k, v in batch.items()} if weight is not None else batch
 

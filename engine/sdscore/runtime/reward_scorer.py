@@ -352,10 +352,12 @@ class RewardScorer:
         good = [pos for pos in range(len(window)) if prepared[pos] is not None]
         plan = plan_batches([prepared[pos].length for pos in good], self.max_batch, self.max_tokens)
         pin = self.device.type == "cuda" and self.session is None
+        # an exported graph takes fixed-rank [B, L, ...] inputs; the torch forward may take packed ones
+        collate = self.model.collate if self.session is None else self.model.collate_dense
         batches = []
         for group in plan:
             members = [good[g] for g in group]
-            batch = self.model.collate([prepared[pos] for pos in members])
+            batch = collate([prepared[pos] for pos in members])
             if pin:
                 batch = {k: v.pin_memory() for k, v in batch.items()}
             batches.append((members, batch))
