@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -102,47 +104,62 @@ def ours(scorer: RewardScorer, pairs) -> np.ndarray:
     return torch.stack([chosen, rejected], 1).float().cpu().numpy()
 
 
-def timed(fn, repeats: int) -> tuple[float, object]:
-    best, out = float("inf"), None
+def interleaved(runs: dict[str, Callable[[], np.ndarray]], repeats: int) -> dict[str, tuple[float, np.ndarray]]:
+    """Best wall time and result of each run over `repeats` rounds, every round timing each run
+    once in turn: slow drift of a shared VM then lands on both sides of a ratio alike."""
+    best: dict[str, tuple[float, np.ndarray]] = {}
     for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - start)
-    return best, out
+        for name, fn in runs.items():
+            start = time.perf_counter()
+            out = fn()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            seconds = time.perf_counter() - start
+            if name not in best or seconds < best[name][0]:
+                best[name] = (seconds, out)
+    return best
 
 
 def model_rows(name: str, model: RewardModel, pairs, repeats: int, max_batch: int, device: str,
                workers: int = 1) -> list[Row]:
     """Rows of the in-process scorer, and (workers > 1) of the scorer with CPU worker processes,
     each against the one-by-one loop; every run's scores are compared with the loop's."""
-    scorer = RewardScorer(model, device=device, max_batch=max_batch)
-    peer_loop(model, pairs[:2])  # warm-up: lazy imports, first forwards
-    ours(scorer, pairs[:4])
-    ours_s, got = timed(lambda: ours(scorer, pairs), repeats)
-    peer_s, expected = timed(lambda: peer_loop(model, pairs), repeats)
-    same_loader_s, _ = timed(lambda: peer_loop(model, pairs, loader="sdscore"), repeats)
-    diff = float(np.max(np.abs(got - expected)))
-    print(f"{name}: max |ours - peer| = {diff:.2e} over {len(pairs)} pairs")
     n = len(pairs)
-    rows = [
-        Row(f"{name}: score_pairs vs one-by-one loop, librosa ({device})", "pairs/s", n / ours_s, n / peer_s),
-        Row(f"{name}: score_pairs vs one-by-one loop, our loader ({device})", "pairs/s", n / ours_s, n / same_loader_s),
-    ]
-    if workers > 1:
-        with RewardScorer(model, device=device, max_batch=max_batch, workers=workers) as pooled:
+    with ExitStack() as open_scorers:
+        scorer = open_scorers.enter_context(RewardScorer(model, device=device, max_batch=max_batch))
+        peer_loop(model, pairs[:2])  # warm-up: lazy imports, first forwards
+        ours(scorer, pairs[:4])
+        runs = {
+            "ours": lambda: ours(scorer, pairs),
+            "peer": lambda: peer_loop(model, pairs),
+            "peer, our loader": lambda: peer_loop(model, pairs, loader="sdscore"),
+        }
+        if workers > 1:
+            pooled = open_scorers.enter_context(RewardScorer(model, device=device, max_batch=max_batch, workers=workers))
             start = time.perf_counter()
             ours(pooled, pairs)  # warm-up: spawns the workers (a one-time cost, printed below)
-            first_s = time.perf_counter() - start
-            pooled_s, got = timed(lambda: ours(pooled, pairs), repeats)
-        print(f"{name}, {workers} workers: max |ours - peer| = {float(np.max(np.abs(got - expected))):.2e}; "
-              f"the first call, which starts the workers, took {first_s:.2f} s")
+            print(f"{name}, {workers} workers: the first call, which starts the workers, took "
+                  f"{time.perf_counter() - start:.2f} s")
+            runs["workers"] = lambda: ours(pooled, pairs)
+        best = interleaved(runs, repeats)
+    seconds = {k: v[0] for k, v in best.items()}
+    expected = best["peer"][1]
+    for run in ("ours", "peer, our loader", "workers"):
+        if run in best:
+            print(f"{name}, {run}: max |score - loop score| = {float(np.max(np.abs(best[run][1] - expected))):.2e} "
+                  f"over {n} pairs")
+    rows = [
+        Row(f"{name}: score_pairs vs one-by-one loop, librosa ({device})", "pairs/s", n / seconds["ours"],
+            n / seconds["peer"]),
+        Row(f"{name}: score_pairs vs one-by-one loop, our loader ({device})", "pairs/s", n / seconds["ours"],
+            n / seconds["peer, our loader"]),
+    ]
+    if workers > 1:
         rows += [
             Row(f"{name}: score_pairs, {workers} worker processes vs one-by-one loop, librosa ({device})", "pairs/s",
-                n / pooled_s, n / peer_s),
+                n / seconds["workers"], n / seconds["peer"]),
             Row(f"{name}: {workers} worker processes vs score_pairs in one process ({device})", "pairs/s",
-                n / pooled_s, n / ours_s),
+                n / seconds["workers"], n / seconds["ours"]),
         ]
     return rows
 
@@ -162,7 +179,7 @@ def tiny_qwen_model(folder: Path) -> RewardModel:
 
 def main() -> None:
     args = parser(__doc__.splitlines()[0]).parse_args()
-    repeats = args.repeats or (1 if args.quick else 2)
+    repeats = args.repeats or (1 if args.quick else 3)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     warnings.filterwarnings("ignore")
     with tempfile.TemporaryDirectory(prefix="sdscore-bench-") as folder:
