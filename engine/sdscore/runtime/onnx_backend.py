@@ -74,7 +74,7 @@ def _numpy(value: torch.Tensor | np.ndarray) -> np.ndarray:
 class OnnxRewardSession:
     """An exported reward model (or head) on onnxruntime: `run(batch) -> float32 [B]`.
 
-    `batch` maps input names (the collate keys, or hidden/attention_mask for a head) to torch
+    `batch` maps input names (the model.collate_dense keys, or hidden/attention_mask for a head) to torch
     tensors or numpy arrays with exactly the sidecar's dtypes; the rewards come back on the
     device of the first torch input. `providers` defaults to CUDA when available, then CPU;
     `intra_op_threads` caps onnxruntime's threads per call (None: its default).

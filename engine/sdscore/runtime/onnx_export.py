@@ -1,7 +1,7 @@
 """Export a reward model, or only its pooling + score head, to ONNX with a JSON sidecar.
 
-`export_onnx` takes any RewardModel whose forward is dense tensor ops on its collate output (the
-compact model is built so): the batch dict becomes positional inputs in sorted key order, named
+`export_onnx` takes any RewardModel whose forward is dense tensor ops on its collate_dense output
+(the compact model is built so): the batch dict becomes positional inputs in sorted key order, named
 by key, dim 0 "batch" and dim 1 "length" dynamic; the one output is "reward" float32 [B].
 `export_head_onnx` exports pooling + score head over any backbone's hidden states [B, L, H].
 Pooling exports through the torch reference of sdscore.kernels (Triton kernels do not trace).
@@ -55,7 +55,7 @@ LENGTH_AXIS = "length"
 EXPORTERS = ("auto", "dynamo", "torchscript")
 FORMATS = ("onnx", "tensorrt")
 WHAT = ("model", "head")
-#: kinds whose forward is dense tensor ops on the collate output; a class may instead set
+#: kinds whose forward is dense tensor ops on the collate_dense output; a class may instead set
 #: `dense_exportable = True | False`
 DENSE_KINDS = frozenset({"compact"})
 #: the post-export check passes when |onnx - torch| <= CHECK_TOLERANCE * (1 + |torch|)
@@ -365,7 +365,7 @@ def export_onnx(model: RewardModel, example_batch: dict[str, torch.Tensor], path
                 opset: int = 17, exporter: str = "auto") -> Path:
     """Export model(batch) → reward [B] to `path` (+ sidecar), checked against torch; returns path.
 
-    `example_batch` is a collate output (batch >= 2 rows, length >= 2) on the model's device.
+    `example_batch` is a collate_dense output (batch >= 2 rows, length >= 2) on the model's device.
     """
     if not isinstance(model, RewardModel):
         raise TypeError(f"export_onnx takes a RewardModel, got {type(model).__name__}")
@@ -440,7 +440,7 @@ def example_batch(model: RewardModel) -> dict[str, torch.Tensor]:
 
 
 def is_dense_exportable(model: RewardModel) -> bool:
-    """True if the whole forward exports (dense ops on collate output), not only the head."""
+    """True if the whole forward exports (dense ops on collate_dense output), not only the head."""
     flag = getattr(type(model), "dense_exportable", None)
     return bool(flag) if flag is not None else getattr(model, "kind", None) in DENSE_KINDS
 
