@@ -138,6 +138,27 @@ def test_torch_tensor_audio_and_empty_clip(model):
     assert model.audio_tokens(np.zeros(0, np.float32)).shape == (0, SMALL.frame_size)
 
 
+def test_prepare_many_featurises_a_shared_clip_once(model, monkeypatch):
+    """A pair's context clip (the same array in both episodes) goes through the front end once; a
+    bad episode's error stays in its slot and the features equal episode-by-episode prepare."""
+    context, final_a, final_b = tone(0.6, 200), tone(0.3, 300, 1), tone(0.4, 350, 2)
+    chosen = Episode((Turn("user", "q", "c.wav"), Turn("assistant", "a", "a.wav")), "modality", "chosen")
+    rejected = Episode((Turn("user", "q", "c.wav"), Turn("assistant", "b", "b.wav")), "modality", "rejected")
+    broken = Episode((Turn("user", "q", "c.wav"),), "modality", "broken")
+    seen = []
+    original = model._stacked
+    monkeypatch.setattr(model, "_stacked", lambda waves: seen.append(len(waves)) or original(waves))
+    got = model.prepare_many([chosen, broken, rejected],
+                             [[context, final_a], [np.full(100, np.nan, np.float32)], [context, final_b]])
+    assert seen == [3]
+    assert isinstance(got[1], AudioError) and "episode broken turn 0" in str(got[1])
+    monkeypatch.undo()
+    for item, episode, waves in ((got[0], chosen, [context, final_a]), (got[2], rejected, [context, final_b])):
+        alone = model.prepare(episode, waves)
+        for key, value in alone.inputs.items():
+            np.testing.assert_array_equal(item.inputs[key], value)
+
+
 # --- padding invariance and batching ---------------------------------------------------------
 
 
@@ -273,12 +294,17 @@ def test_wrong_kind_and_future_version(saved):
         CompactRewardModel.from_dir(saved)
 
 
-def test_bad_config_values(saved):
+def with_config(saved, **changes) -> None:
+    """Rewrite the saved model's config with `changes` (everything else as saved)."""
     meta = json.loads((saved / CONFIG_FILE).read_text())
-    (saved / CONFIG_FILE).write_text(json.dumps({**meta, "config": {**meta["config"], "n_layers": 0}}))
+    (saved / CONFIG_FILE).write_text(json.dumps({**meta, "config": {**meta["config"], **changes}}))
+
+
+def test_bad_config_values(saved):
+    with_config(saved, n_layers=0)
     with pytest.raises(ModelError, match="n_layers must be a positive integer"):
         load_reward_model(saved)
-    (saved / CONFIG_FILE).write_text(json.dumps({**meta, "config": {**meta["config"], "bogus": 1}}))
+    with_config(saved, n_layers=SMALL.n_layers, bogus=1)
     with pytest.raises(ModelError, match=r"unknown compact config keys \['bogus'\]"):
         load_reward_model(saved)
 
@@ -293,11 +319,10 @@ def test_missing_and_corrupt_weights(saved):
 
 
 def test_weights_that_do_not_fit_the_config(saved):
-    meta = json.loads((saved / CONFIG_FILE).read_text())
-    (saved / CONFIG_FILE).write_text(json.dumps({**meta, "config": {**meta["config"], "n_layers": 3}}))
+    with_config(saved, n_layers=3)
     with pytest.raises(ModelError, match="weights do not fit the config: missing"):
         load_reward_model(saved)
-    (saved / CONFIG_FILE).write_text(json.dumps({**meta, "config": {**meta["config"], "ff_size": 48}}))
+    with_config(saved, n_layers=SMALL.n_layers, ff_size=48)
     with pytest.raises(ModelError, match="has shape .* the config needs"):
         load_reward_model(saved)
 

@@ -233,43 +233,35 @@ class CompactRewardModel(RewardModel):
         """prepare() of many episodes with one batched log-mel front end over all of their clips
         (equal to clip-by-clip features; a bad episode's slot holds its error)."""
         out: list[Prepared | Exception | None] = [None] * len(episodes)
-        checked: dict[int, list[np.ndarray | None]] = {}
         # A clip shared by several episodes (a pair's common context, the same array passed twice)
-        # is checked and featurised once: the same memory, dtype, shape and strides is the same clip.
-        seen: dict[tuple, np.ndarray] = {}
+        # is featurised once: the same memory, length and stride is the same clip.
+        distinct: list[np.ndarray] = []
+        index: dict[tuple[int, int, int], int] = {}
 
-        def check(wave: Any, where: str) -> np.ndarray | None:
-            if not isinstance(wave, np.ndarray):
-                return self._checked_wave(wave, where)
-            key = (wave.__array_interface__["data"][0], wave.dtype.str, wave.shape, wave.strides)
-            if key not in seen:
-                seen[key] = self._checked_wave(wave, where)
-            return seen[key]
+        def slot(wave: Any, where: str) -> int | None:
+            """The checked clip's position in `distinct` (None: the turn has no audio)."""
+            w = self._checked_wave(wave, where)
+            if w is None:
+                return None
+            key = (w.__array_interface__["data"][0], w.shape[0], w.strides[0])
+            if key not in index:
+                index[key] = len(distinct)
+                distinct.append(w)
+            return index[key]
 
+        slots: dict[int, list[int | None]] = {}
         for e, (episode, waves) in enumerate(zip(episodes, audio)):
             try:
                 if len(waves) != len(episode.turns):
                     raise ValueError(f"episode {episode.id or '?'}: {len(episode.turns)} turns but {len(waves)} audio slots")
-                checked[e] = [check(w, f"episode {episode.id or '?'} turn {t}") for t, w in enumerate(waves)]
+                slots[e] = [slot(w, f"episode {episode.id or '?'} turn {t}") for t, w in enumerate(waves)]
             except (SdscoreError, ValueError) as error:
                 out[e] = error
-        unique: dict[tuple[int, int, int], int] = {}
-        slots = []
-        for e, waves in checked.items():
-            for t, w in enumerate(waves):
-                if w is not None:
-                    key = (w.__array_interface__["data"][0], w.shape[0], w.strides[0])
-                    slots.append((e, t, unique.setdefault(key, len(unique))))
-        distinct: list[np.ndarray] = [None] * len(unique)
-        for e, t, u in slots:
-            distinct[u] = checked[e][t]
         stacked = self._stacked(distinct)
-        clips = {e: [np.zeros((0, self.config.frame_size), np.float32)] * len(w) for e, w in checked.items()}
-        for e, t, u in slots:
-            clips[e][t] = stacked[u]
-        for e in checked:
+        no_audio = np.zeros((0, self.config.frame_size), np.float32)
+        for e, turn_slots in slots.items():
             try:
-                out[e] = self._assemble(episodes[e], clips[e])
+                out[e] = self._assemble(episodes[e], [no_audio if u is None else stacked[u] for u in turn_slots])
             except (SdscoreError, ValueError) as error:
                 out[e] = error
         return out
