@@ -11,7 +11,9 @@
 #include "batch_loader.hpp"
 #include "file_reader.hpp"
 #include "fir_kernels.hpp"
+#include "log_mel.hpp"
 #include "resampler.hpp"
+#include "span_attention.hpp"
 #include "wav_decoder.hpp"
 
 namespace py = pybind11;
@@ -131,10 +133,136 @@ py::tuple load_many(const py::sequence& paths, int64_t sample_rate, int64_t num_
                         not_wav);
 }
 
+
+using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
+
+// Windowed frames of a centred STFT of every clip, one after another: [sum(1 + n / hop), n_fft].
+py::array_t<float> stft_frames(const py::sequence& waves, int64_t n_fft, int64_t hop,
+                               const FloatArray& window) {
+  if (n_fft < 2 || hop < 1) {
+    throw std::invalid_argument("stft_frames needs n_fft >= 2 and hop >= 1, got n_fft=" +
+                                std::to_string(n_fft) + ", hop=" + std::to_string(hop));
+  }
+  if (window.ndim() != 1 || window.shape(0) != n_fft) {
+    throw std::invalid_argument("stft_frames: window must have n_fft=" + std::to_string(n_fft) +
+                                " samples");
+  }
+  std::vector<FloatArray> clips;
+  clips.reserve(waves.size());
+  size_t rows = 0;
+  for (size_t i = 0; i < waves.size(); ++i) {
+    clips.push_back(waves[i].cast<FloatArray>());
+    if (clips.back().ndim() != 1) {
+      throw std::invalid_argument("stft_frames: clip " + std::to_string(i) +
+                                  " must be a 1-D waveform, got " +
+                                  std::to_string(clips.back().ndim()) + " dimensions");
+    }
+    rows += stft_frame_count(static_cast<size_t>(clips.back().shape(0)), static_cast<size_t>(hop));
+  }
+  py::array_t<float> out({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(n_fft)});
+  float* dst = out.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    for (const FloatArray& clip : clips) {
+      const auto n = static_cast<size_t>(clip.shape(0));
+      frame_clip(clip.data(), n, static_cast<size_t>(n_fft), static_cast<size_t>(hop),
+                 window.data(), dst);
+      dst += stft_frame_count(n, static_cast<size_t>(hop)) * static_cast<size_t>(n_fft);
+    }
+  }
+  return out;
+}
+
+// Spectra of consecutive clips ([sum(frames), n_bins, 2]: re, im) → their stacked log-mel
+// tokens, one after another: [sum(ceil(frames / k)), k * n_mels].
+py::array_t<float> log_mel_tokens_many(const FloatArray& spec,
+                                       const py::array_t<int64_t, py::array::c_style |
+                                                                      py::array::forcecast>& frames,
+                                       const FloatArray& filters, double top_db,
+                                       int64_t frames_per_token) {
+  if (spec.ndim() != 3 || spec.shape(2) != 2) {
+    throw std::invalid_argument("log_mel_tokens: spec must be [frames, bins, 2] (re, im)");
+  }
+  if (filters.ndim() != 2 || filters.shape(1) != spec.shape(1)) {
+    throw std::invalid_argument("log_mel_tokens: filters must be [n_mels, " +
+                                std::to_string(spec.shape(1)) + "] to match the spectrum");
+  }
+  if (frames.ndim() != 1 || frames_per_token < 1) {
+    throw std::invalid_argument("log_mel_tokens: frames must be 1-D and frames_per_token >= 1");
+  }
+  const auto k = static_cast<size_t>(frames_per_token);
+  const auto n_mels = static_cast<size_t>(filters.shape(0));
+  const int64_t* counts = frames.data();
+  size_t total_frames = 0, tokens = 0;
+  for (py::ssize_t i = 0; i < frames.shape(0); ++i) {
+    if (counts[i] < 1) {
+      throw std::invalid_argument("log_mel_tokens: clip " + std::to_string(i) +
+                                  " has no frames (every clip has at least one)");
+    }
+    total_frames += static_cast<size_t>(counts[i]);
+    tokens += token_count(static_cast<size_t>(counts[i]), k);
+  }
+  if (total_frames != static_cast<size_t>(spec.shape(0))) {
+    throw std::invalid_argument("log_mel_tokens: the clips have " + std::to_string(total_frames) +
+                                " frames but spec has " + std::to_string(spec.shape(0)));
+  }
+  const MelBands bands = make_mel_bands(filters.data(), n_mels, static_cast<size_t>(spec.shape(1)));
+  py::array_t<float> out({static_cast<py::ssize_t>(tokens), static_cast<py::ssize_t>(k * n_mels)});
+  {
+    py::gil_scoped_release nogil;
+    const float* src = spec.data();
+    float* dst = out.mutable_data();
+    for (py::ssize_t i = 0; i < frames.shape(0); ++i) {
+      const auto n = static_cast<size_t>(counts[i]);
+      log_mel_tokens(src, n, bands, static_cast<float>(top_db), k, dst);
+      src += n * 2 * bands.n_bins;
+      dst += token_count(n, k) * k * n_mels;
+    }
+  }
+  return out;
+}
+
+// Softmax attention within each row's span of a padded batch; see span_attention.hpp.
+py::array_t<float> span_attention_array(
+    const py::array_t<float, py::array::c_style>& qkv,
+    const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& starts,
+    const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& lengths, double scale,
+    int64_t num_threads) {
+  if (qkv.ndim() != 5 || qkv.shape(2) != 3) {
+    throw std::invalid_argument("span_attention: qkv must be float32 [B, L, 3, H, D], got " +
+                                std::to_string(qkv.ndim()) + " dimensions");
+  }
+  const auto B = static_cast<size_t>(qkv.shape(0)), L = static_cast<size_t>(qkv.shape(1));
+  const auto H = static_cast<size_t>(qkv.shape(3)), D = static_cast<size_t>(qkv.shape(4));
+  if (starts.ndim() != 1 || lengths.ndim() != 1 || static_cast<size_t>(starts.shape(0)) != B ||
+      static_cast<size_t>(lengths.shape(0)) != B) {
+    throw std::invalid_argument("span_attention: starts and lengths must be 1-D with one entry per row (" +
+                                std::to_string(B) + ")");
+  }
+  for (size_t b = 0; b < B; ++b) {
+    const int64_t a = starts.data()[b], n = lengths.data()[b];
+    if (a < 0 || n < 0 || a + n > static_cast<int64_t>(L)) {
+      throw std::invalid_argument("span_attention: row " + std::to_string(b) + " spans [" +
+                                  std::to_string(a) + ", " + std::to_string(a + n) +
+                                  "), outside its " + std::to_string(L) + " positions");
+    }
+  }
+  if (num_threads < 1) throw std::invalid_argument("span_attention: num_threads must be >= 1");
+  py::array_t<float> out({qkv.shape(0), qkv.shape(1), qkv.shape(3), qkv.shape(4)});
+  const float* src = qkv.data();
+  float* dst = out.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    span_attention(src, B, L, H, D, starts.data(), lengths.data(), static_cast<float>(scale), dst,
+                   static_cast<size_t>(num_threads));
+  }
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
-  m.doc() = "sdscore's compiled audio core: WAV decoding, resampling and batch loading.";
+  m.doc() = "sdscore's compiled core: WAV decoding, resampling, batch loading, the log-mel front end and span attention.";
 #ifdef SDSCORE_VERSION
   m.attr("__version__") = SDSCORE_VERSION;
 #endif
@@ -169,6 +297,27 @@ PYBIND11_MODULE(_core, m) {
         "(empty when errors[i] is set); not_wav[i] marks readable files that are not "
         "RIFF/WAVE or use a WAVE codec the core does not decode (mu-law, ADPCM), for another "
         "decoder to try.");
+  m.def("stft_frames", &stft_frames, py::arg("waves"), py::arg("n_fft"), py::arg("hop"),
+        py::arg("window"),
+        "Windowed frames of a centred, zero-padded STFT of each 1-D float32 clip, one clip "
+        "after another: float32 [sum(1 + len // hop), n_fft]. Feed them to an rFFT.");
+  m.def("log_mel_tokens", &log_mel_tokens_many, py::arg("spec"), py::arg("frames"),
+        py::arg("filters"), py::arg("top_db"), py::arg("frames_per_token"),
+        "From the rFFT of consecutive clips' frames (float32 [sum(frames), bins, 2]) and each "
+        "clip's frame count to stacked compressed log-mel tokens, one clip after another: "
+        "float32 [sum(ceil(frames / k)), k * n_mels]. Per clip: log10 of the mel power "
+        "(floored at 1e-10), floored at its peak - top_db / 10, then (x + 4) / 4; the last "
+        "token is filled with silence.");
+  m.def("span_attention", &span_attention_array, py::arg("qkv"), py::arg("starts"),
+        py::arg("lengths"), py::arg("scale"), py::arg("num_threads") = 1,
+        "Bidirectional softmax attention within each row's span of a padded batch: qkv float32 "
+        "[B, L, 3, H, D] (contiguous), row b attending among positions [starts[b], starts[b] + "
+        "lengths[b]). Returns float32 [B, L, H, D], zero outside the spans. fp32 throughout; "
+        "AVX2 kernel for D in {8, 16, 32, 64}, portable loops otherwise.");
+  m.def("span_attention_isa", [](int64_t head_size) {
+          return std::string(span_attention_isa(static_cast<size_t>(std::max<int64_t>(head_size, 0))));
+        }, py::arg("head_size"),
+        "The instruction set span_attention uses for this head size on this CPU.");
   m.def("simd_isa", [] { return std::string(fir_kernels().isa); },
         "The instruction set the resampler's FIR kernels use on this CPU.");
 }

@@ -1,7 +1,9 @@
-"""Pooling and similarity kernels of sdscore, installed as `sdscore.kernels`.
+"""Pooling, similarity and attention kernels of sdscore, installed as `sdscore.kernels`.
 
 Each op validates its arguments, then runs a Triton kernel (CUDA tensors) or its torch reference
 (CPU, and the ONNX-export path); `impl="auto" | "triton" | "torch"` overrides the choice.
+`span_attention` is the exception: a CPU kernel of the compiled core (`impl="core"`) beside its
+torch reference.
 """
 
 from .pooling import attention_pool, last_token, masked_mean
@@ -14,6 +16,7 @@ from .pooling_reference import (
     masked_mean_reference,
 )
 from .similarity import group_cosine, score_candidates
+from .span_attention import span_attention, span_attention_reference
 from .similarity_reference import group_cosine_reference, score_candidates_reference
 
 __all__ = [
@@ -30,4 +33,6 @@ __all__ = [
     "masked_mean_reference",
     "score_candidates",
     "score_candidates_reference",
+    "span_attention",
+    "span_attention_reference",
 ]

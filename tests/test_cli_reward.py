@@ -141,7 +141,7 @@ def test_eval_reward_writes_metrics_and_plot(manifest, tmp_path):
 
 def test_score_reward_errors_are_reported(manifest, tmp_path, capsys):
     assert main(["score", "reward", str(manifest), "--model", str(tmp_path), "--out", str(tmp_path / "o.parquet")]) == 2
-    assert "no reward model layout recognised" in capsys.readouterr().err.replace("\n", " ")
+    assert "no reward model layout recognised" in " ".join(capsys.readouterr().err.split())  # wrapped to the terminal width
 
 
 def test_head_only_training_from_stored_or_computed_states(manifest, tmp_path):

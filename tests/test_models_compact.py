@@ -222,6 +222,36 @@ def test_packed_and_dense_audio_frames_give_the_same_states(model, side, rows):
 
 
 
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_span_attention_path_gives_the_sdpa_states(model, side):
+    """inference_pooled (what the scorer runs: attention in the compiled core on the CPU) equals
+    pooled (torch SDPA over the padded batch), and one-by-one equals batched on that path too."""
+    pairs = ragged_episodes()
+    model.padding_side = side
+    try:
+        batch = model.collate([model.prepare(e, a) for e, a in pairs])
+        with torch.inference_mode():
+            fast, sdpa = model.inference_pooled(batch), model.pooled(batch)
+            (h_span, mask), (h_sdpa, _) = model.hidden(batch, attention="span"), model.hidden(batch)
+            single = torch.cat([model.inference_pooled(model.collate([model.prepare(e, a)])) for e, a in pairs])
+    finally:
+        model.padding_side = "right"
+    torch.testing.assert_close(fast, sdpa, rtol=0, atol=1e-5)
+    torch.testing.assert_close(h_span[mask.bool()], h_sdpa[mask.bool()], rtol=0, atol=1e-5)
+    torch.testing.assert_close(single, fast, rtol=0, atol=1e-5)
+
+
+def test_span_attention_falls_back_to_sdpa_for_a_mask_with_holes(model):
+    batch = model.collate([model.prepare(e, a) for e, a in ragged_episodes()])
+    batch["attention_mask"] = batch["attention_mask"].clone()
+    batch["attention_mask"][3, 2] = 0  # not one run of positions: span attention cannot express it
+    with torch.inference_mode():
+        (h_span, mask), (h_sdpa, _) = model.hidden(batch, attention="span"), model.hidden(batch)
+    assert torch.equal(h_span, h_sdpa)
+    with pytest.raises(ValueError, match="attention must be 'sdpa' or 'span'"):
+        model.hidden(batch, attention="flash")
+
+
 # --- disk ------------------------------------------------------------------------------------
 
 
@@ -387,7 +417,7 @@ def test_batched_front_end_equals_clip_by_clip():
 
     rng = np.random.default_rng(5)
     k, hop = 8, 160
-    lengths = [1, hop - 1, hop, hop + 1, 7 * hop, 8 * hop - 1, 8 * hop, 16000, 23456, 3, 40000]
+    lengths = [1, hop - 1, hop, hop + 1, 7 * hop, 8 * hop - 1, 8 * hop, 16000, 23456, 3, 40000, 200000]
     waves = [(0.1 * rng.standard_normal(n) * rng.uniform(0.01, 3)).astype(np.float32) for n in lengths]
     waves.insert(4, np.zeros(0, np.float32))
     got = stacked_log_mel_many(waves, SR, 400, hop, 64, 0.0, 8000.0, 80.0, k)
@@ -400,3 +430,21 @@ def test_batched_front_end_equals_clip_by_clip():
         mel = np.pad(mel, ((0, 0), (0, n_tokens * k - mel.shape[1])))
         expected = compress(mel, 80.0).T.reshape(n_tokens, k * 64)
         np.testing.assert_allclose(tokens, expected, atol=2e-5, rtol=0)
+
+
+def test_front_end_core_names_bad_arguments():
+    from sdscore import _core
+
+    window, filters = np.hanning(400).astype(np.float32), np.ones((64, 201), np.float32)
+    with pytest.raises(ValueError, match="clip 1 must be a 1-D waveform"):
+        _core.stft_frames([np.zeros(500, np.float32), np.zeros((2, 500), np.float32)], 400, 160, window)
+    with pytest.raises(ValueError, match="window must have n_fft=400 samples"):
+        _core.stft_frames([np.zeros(500, np.float32)], 400, 160, window[:300])
+    spec = np.zeros((5, 201, 2), np.float32)
+    with pytest.raises(ValueError, match="the clips have 6 frames but spec has 5"):
+        _core.log_mel_tokens(spec, np.array([3, 3]), filters, 80.0, 8)
+    with pytest.raises(ValueError, match="clip 1 has no frames"):
+        _core.log_mel_tokens(spec, np.array([5, 0]), filters, 80.0, 8)
+    with pytest.raises(ValueError, match=r"filters must be \[n_mels, 201\]"):
+        _core.log_mel_tokens(spec, np.array([5]), filters[:, :200], 80.0, 8)
+    assert _core.stft_frames([], 400, 160, window).shape == (0, 400)

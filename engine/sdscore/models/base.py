@@ -103,6 +103,11 @@ class RewardModel(nn.Module, ABC):
         hidden, mask = self.hidden(batch)
         return self.pooler(hidden, mask).float()
 
+    def inference_pooled(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """pooled() as the scorer calls it (eval mode, no autograd): adapters may route it through
+        faster kernels that give the same states; the default is pooled()."""
+        return self.pooled(batch)
+
     def head(self, pooled: torch.Tensor) -> torch.Tensor:
         """float32 [B] rewards from pooled states [B, H] (computed in float32)."""
         return score_pooled(pooled, self.score_head)

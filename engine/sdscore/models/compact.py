@@ -51,6 +51,7 @@ from sdscore.models.base import Prepared, RewardModel
 from sdscore.models.episodes import Episode
 from sdscore.models.heads import Pooler, pooling_name
 from sdscore.models.log_mel import stacked_log_mel_many
+from sdscore.kernels import span_attention
 
 CONFIG_FILE = "sdscore_reward.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -141,14 +142,20 @@ class _Block(nn.Module):
         self.ff1 = nn.Linear(d_model, ff_size)
         self.ff2 = nn.Linear(ff_size, d_model)
 
-    def forward(self, x: torch.Tensor, attend: torch.Tensor) -> torch.Tensor:
-        """x [B, L, D]; attend [B, 1, 1, L] bool (True = a key that may be attended)."""
+    def forward(self, x: torch.Tensor, attend: torch.Tensor, spans: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """x [B, L, D]; attend [B, 1, 1, L] bool (True = a key that may be attended). With `spans`
+        (starts, lengths [B]: each row's attended positions, one run) attention runs in
+        sdscore.kernels.span_attention (the compiled core on the CPU) instead of torch SDPA."""
         b, n, d = x.shape
-        q, k, v = self.qkv(self.norm1(x)).reshape(b, n, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
+        qkv = self.qkv(self.norm1(x))
         p = self.dropout if self.training else 0.0
-        # no dropout on the attention probabilities: drawing a [B, H, L, L] mask dominates a CPU step
-        a = F.scaled_dot_product_attention(q, k, v, attn_mask=attend)
-        x = x + F.dropout(self.out(a.transpose(1, 2).reshape(b, n, d)), p, self.training)
+        if spans is not None:
+            a = span_attention(qkv.view(b, n, 3, self.n_heads, d // self.n_heads), *spans).view(b, n, d)
+        else:
+            q, k, v = qkv.reshape(b, n, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
+            # no dropout on the attention probabilities: drawing a [B, H, L, L] mask dominates a CPU step
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=attend).transpose(1, 2).reshape(b, n, d)
+        x = x + F.dropout(self.out(a), p, self.training)
         h = F.dropout(F.gelu(self.ff1(self.norm2(x))), p, self.training)
         return x + F.dropout(self.ff2(h), p, self.training)
 
@@ -343,9 +350,13 @@ class CompactRewardModel(RewardModel):
 
     # --- device side ----------------------------------------------------------------------
 
-    def hidden(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def hidden(self, batch: dict[str, torch.Tensor], attention: str = "sdpa") -> tuple[torch.Tensor, torch.Tensor]:
         """Last layer [B, L, D] and the attention mask [B, L]; audio_frames packed [N, F] (collate) or
-        dense [B, L, F] (collate_dense: dense ops only, exportable)."""
+        dense [B, L, F] (collate_dense: dense ops only, exportable). attention="span" runs the
+        blocks' attention through sdscore.kernels.span_attention when every row's mask is one run
+        of positions (as collate lays it out), SDPA otherwise; the states agree to ~1e-6."""
+        if attention not in ("sdpa", "span"):
+            raise ValueError(f"attention must be 'sdpa' or 'span', got {attention!r}")
         ids, mask = batch["token_ids"], batch["attention_mask"]
         keep = mask != 0
         frames, is_audio = batch["audio_frames"], (ids[..., 0] == bt.AUDIO)[..., None]
@@ -361,9 +372,19 @@ class CompactRewardModel(RewardModel):
         x = x + torch.cat([angle.sin(), angle.cos()], dim=-1).to(x.dtype)
         x = F.dropout(x, self.config.dropout, self.training)
         attend = keep[:, None, None, :]
+        spans = _spans(keep) if attention == "span" else None
         for block in self.blocks:
-            x = block(x, attend)
+            x = block(x, attend, spans)
         return self.norm(x), mask
+
+    def inference_pooled(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """pooled() for scoring: outside training and autograd, in float32 on the CPU, attention
+        runs in the compiled core (span attention: no compute on padding, ~2x torch's CPU flash
+        kernel at head size 16); elsewhere (GPU, bf16, training) SDPA as in pooled()."""
+        weight = self.frame_proj.weight
+        fast = not self.training and not torch.is_grad_enabled() and weight.device.type == "cpu" and weight.dtype == torch.float32
+        hidden, mask = self.hidden(batch, attention="span" if fast else "sdpa")
+        return self.pooler(hidden, mask).float()
 
     # --- disk -----------------------------------------------------------------------------
 
@@ -431,6 +452,16 @@ class CompactRewardModel(RewardModel):
             dtype = None if options.get("dtype") is None else resolve_dtype(options["dtype"], device)
             model = model.to(device=device, dtype=dtype)
         return model
+
+
+def _spans(keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(starts, lengths) [B] when each row of keep [B, L] is one run of True (left or right
+    padding), else None."""
+    lengths = keep.sum(1)
+    starts = torch.where(lengths > 0, keep.to(torch.int8).argmax(1), torch.zeros_like(lengths))
+    at = torch.arange(keep.shape[1], device=keep.device)
+    runs = (at >= starts[:, None]) & (at < (starts + lengths)[:, None])
+    return (starts, lengths) if torch.equal(runs, keep) else None
 
 
 def _read_config(folder: Path) -> dict[str, Any]:

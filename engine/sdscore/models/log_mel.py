@@ -1,10 +1,13 @@
-"""Log-mel front end of the compact reward model: torch.stft + a Slaney mel filterbank.
+"""Log-mel front end of the compact reward model: an STFT + a Slaney mel filterbank.
 
 The filterbank and power spectrogram follow librosa's defaults (`librosa.filters.mel` with
 htk=False, norm="slaney"; `librosa.feature.melspectrogram` with a periodic Hann window,
 center=True, pad_mode="constant", power 2), so the features can be checked against librosa
 without depending on it. The log compression is Whisper's: log10, an 8-decade (80 dB) floor
 below the clip's peak, then (x + 4) / 4, which keeps values near [-1.5, 1.5].
+
+`mel_power` / `log_mel` (torch.stft, dense mel GEMM) are the reference; `stacked_log_mel_many`,
+what the model runs, does the same in the compiled core around one batched rFFT.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import math
 
 import numpy as np
 import torch
+
+from sdscore._native import core
 
 _F_SP = 200.0 / 3  # Slaney mel scale: linear below 1 kHz ...
 _MIN_LOG_HZ = 1000.0
@@ -91,8 +96,8 @@ def compress(mel: np.ndarray, top_db: float = 80.0) -> np.ndarray:
     return ((np.maximum(log, floor) + 4.0) / 4.0).astype(np.float32)
 
 
-#: padded samples per batched STFT call (256 Ki samples: the chunk stays in cache; larger measured slower)
-BATCH_SAMPLES = 1 << 18
+#: STFT frames per front-end call (~1.6 MB of frames and as much spectrum, so both stay in cache)
+CHUNK_FRAMES = 1024
 
 
 def stacked_log_mel_many(
@@ -101,43 +106,33 @@ def stacked_log_mel_many(
 ) -> list[np.ndarray]:
     """Per clip float32 [ceil(frames / k), k * n_mels]: compressed log-mel, k frames per row.
 
-    Equal to running mel_power + compress on each clip alone, with the frame axis padded to a
-    multiple of k by silence (floored): clips are sorted by length and run through batched STFTs
-    with zero padding, which center="constant" padding makes invisible to a clip's own frames;
-    the floor is each clip's own peak − top_db/10 decades over its own frames. The spectrum is
-    kept time-major ([B, T, F], which is how torch.stft lays it out in memory), so the mel
-    projection is one GEMM and every later step works in place on the output rows.
+    Equal (to float rounding) to mel_power + compress on each clip alone, with the frame axis
+    padded to a multiple of k by silence (floored). Clips run in chunks of about CHUNK_FRAMES
+    frames through three steps: the compiled core writes every clip's windowed, centred frames
+    into one buffer; torch.fft.rfft transforms them all at once; the core then turns each clip's
+    spectrum into its tokens in one pass (power, the mel filters' non-zero spans, a vectorised
+    log10, the clip's own floor at its peak − top_db/10 decades, (x + 4) / 4, silence padding).
     """
     width_f = frames_per_token * n_mels
     out: list[np.ndarray] = [np.zeros((0, width_f), np.float32)] * len(waves)
-    order = sorted((i for i in range(len(waves)) if len(waves[i])), key=lambda i: len(waves[i]))
-    window, basis = _stft_constants(sample_rate, n_fft, n_mels, fmin, fmax)
-    basis_t = basis.T.contiguous()
+    todo = [i for i in range(len(waves)) if len(waves[i])]
+    window, _ = _stft_constants(sample_rate, n_fft, n_mels, fmin, fmax)
+    window = window.numpy()
+    filters = mel_filterbank(sample_rate, n_fft, n_mels, fmin, fmax)
+    frames = [1 + len(waves[i]) // hop_length for i in todo]
     start = 0
-    while start < len(order):
-        stop = start + 1
-        while stop < len(order) and (stop + 1 - start) * len(waves[order[stop]]) <= BATCH_SAMPLES:
+    while start < len(todo):
+        stop, total = start + 1, frames[start]
+        while stop < len(todo) and total + frames[stop] <= CHUNK_FRAMES:
+            total += frames[stop]
             stop += 1
-        chunk = order[start:stop]
+        chunk = todo[start:stop]
+        blocks = core.stft_frames([waves[i] for i in chunk], n_fft, hop_length, window)
+        spec = torch.view_as_real(torch.fft.rfft(torch.from_numpy(blocks), dim=-1)).numpy()
+        counts = np.asarray(frames[start:stop], dtype=np.int64)
+        tokens = core.log_mel_tokens(spec, counts, filters, top_db, frames_per_token)
+        bounds = np.cumsum(-(-counts // frames_per_token))
+        for i, a, b in zip(chunk, np.concatenate([[0], bounds[:-1]]), bounds):
+            out[i] = tokens[a:b]
         start = stop
-        lengths = [len(waves[i]) for i in chunk]
-        # (k - 1) extra hops of zeros so every clip has room for its last, silence-filled token
-        x = torch.zeros((len(chunk), lengths[-1] + (frames_per_token - 1) * hop_length))
-        for row, i in enumerate(chunk):
-            x[row, : lengths[row]] = torch.from_numpy(np.ascontiguousarray(waves[i], dtype=np.float32))
-        spec = torch.stft(x, n_fft, hop_length, window=window, center=True, pad_mode="constant",
-                          return_complex=True).transpose(1, 2)  # [B, T, n_fft//2+1], a contiguous view
-        power = spec.real.square()
-        power.addcmul_(spec.imag, spec.imag)
-        log = torch.matmul(power, basis_t).clamp_(min=1e-10).log10_().numpy()  # [B, T, M]
-        for row, i in enumerate(chunk):
-            frames = 1 + lengths[row] // hop_length
-            n_tokens = -(-frames // frames_per_token)
-            clip = log[row, : n_tokens * frames_per_token]
-            floor = clip[:frames].max() - top_db / 10.0
-            np.maximum(clip, floor, out=clip)
-            clip[frames:] = max(floor, -10.0)  # padding frames hold zero power: log10(1e-10), floored
-            clip += 4.0
-            clip /= 4.0
-            out[i] = clip.reshape(n_tokens, width_f)
     return out

@@ -377,7 +377,7 @@ class RewardScorer:
                 if self.session is not None:
                     rewards[at] = self.session.run(moved).float().cpu()
                     continue
-                states = self.model.pooled(moved)
+                states = self.model.inference_pooled(moved)
                 rewards[at] = self.model.head(states).float().cpu()
                 if pooled is not None:
                     pooled[at] = states.float().cpu()

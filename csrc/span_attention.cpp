@@ -1,0 +1,251 @@
+#include "span_attention.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SDSCORE_HAVE_AVX2_KERNELS 1
+#define SDSCORE_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#endif
+
+namespace sdscore {
+namespace {
+
+struct Problem {
+  const float* qkv;
+  size_t L, H, D;
+  float scale;
+  float* out;
+  size_t pos_stride() const { return 3 * H * D; }
+  const float* q(size_t b, size_t i, size_t h) const { return qkv + (b * L + i) * pos_stride() + h * D; }
+  const float* k(size_t b, size_t i, size_t h) const { return q(b, i, h) + H * D; }
+  const float* v(size_t b, size_t i, size_t h) const { return q(b, i, h) + 2 * H * D; }
+  float* o(size_t b, size_t i, size_t h) const { return out + (b * L + i) * H * D + h * D; }
+};
+
+// Portable loops: one query at a time, std::exp. Also the reference the vector kernel is tested on.
+void head_generic(const Problem& p, size_t b, size_t h, size_t start, size_t n) {
+  std::vector<float> s(n);
+  for (size_t i = start; i < start + n; ++i) {
+    const float* q = p.q(b, i, h);
+    float peak = -INFINITY;
+    for (size_t j = 0; j < n; ++j) {
+      const float* k = p.k(b, start + j, h);
+      float acc = 0.0f;
+      for (size_t d = 0; d < p.D; ++d) acc += q[d] * k[d];
+      s[j] = acc * p.scale;
+      peak = std::max(peak, s[j]);
+    }
+    float total = 0.0f;
+    for (size_t j = 0; j < n; ++j) total += (s[j] = std::exp(s[j] - peak));
+    float* o = p.o(b, i, h);
+    std::fill(o, o + p.D, 0.0f);
+    for (size_t j = 0; j < n; ++j) {
+      const float* v = p.v(b, start + j, h);
+      for (size_t d = 0; d < p.D; ++d) o[d] += s[j] * v[d];
+    }
+    for (size_t d = 0; d < p.D; ++d) o[d] /= total;
+  }
+}
+
+#ifdef SDSCORE_HAVE_AVX2_KERNELS
+// exp for x <= 0 (softmax after subtracting the max): Cephes' expf, 2^n * P(r) with a
+// degree-6 polynomial; relative error ~1e-7. Inputs below -87 give ~0.
+SDSCORE_TARGET_AVX2 inline __m256 exp256(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+  const __m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f),
+                                                    _mm256_set1_ps(0.5f)));
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+  const __m256i n = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(n));
+}
+
+SDSCORE_TARGET_AVX2 inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+SDSCORE_TARGET_AVX2 inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// One (row, head): keys transposed into kt [D][m] (m = n rounded up to 8, zero-filled), values
+// gathered into vg [n][D]; then R queries at a time: scores 8 keys per register, exp, and the
+// weighted sum of values with NV = D / 8 registers per query.
+template <int NV, int R>
+SDSCORE_TARGET_AVX2 void head_avx2(const Problem& p, size_t b, size_t h, size_t start, size_t n,
+                                   std::vector<float>& scratch) {
+  constexpr size_t D = 8 * NV;
+  const size_t m = (n + 7) & ~size_t(7);
+  scratch.resize(D * m + n * D + R * m);
+  float* kt = scratch.data();
+  float* vg = kt + D * m;
+  float* s = vg + n * D;
+  std::fill(kt, kt + D * m, 0.0f);
+  for (size_t j = 0; j < n; ++j) {
+    const float* k = p.k(b, start + j, h);
+    for (size_t d = 0; d < D; ++d) kt[d * m + j] = k[d];
+    std::memcpy(vg + j * D, p.v(b, start + j, h), D * sizeof(float));
+  }
+  const __m256 scale = _mm256_set1_ps(p.scale);
+  const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+  for (size_t i0 = 0; i0 < n; i0 += R) {
+    const float* q[R];
+    for (int r = 0; r < R; ++r) q[r] = p.q(b, start + std::min(i0 + r, n - 1), h);
+    __m256 peak[R];
+    for (int r = 0; r < R; ++r) peak[r] = _mm256_set1_ps(-INFINITY);
+    for (size_t j = 0; j < m; j += 8) {
+      __m256 acc[R];
+      for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+      for (size_t d = 0; d < D; ++d) {
+        const __m256 k = _mm256_loadu_ps(kt + d * m + j);
+        for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(q[r][d]), k, acc[r]);
+      }
+      // keys past n (the zero padding of the last block) must get no weight
+      const __m256 valid = _mm256_cmp_ps(_mm256_add_ps(lane, _mm256_set1_ps(static_cast<float>(j))),
+                                         _mm256_set1_ps(static_cast<float>(n)), _CMP_LT_OQ);
+      for (int r = 0; r < R; ++r) {
+        const __m256 sc = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_mul_ps(acc[r], scale), valid);
+        _mm256_storeu_ps(s + r * m + j, sc);
+        peak[r] = _mm256_max_ps(peak[r], sc);
+      }
+    }
+    float total[R];
+    for (int r = 0; r < R; ++r) {
+      const __m256 top = _mm256_set1_ps(hmax(peak[r]));
+      __m256 sum = _mm256_setzero_ps();
+      for (size_t j = 0; j < m; j += 8) {
+        const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + r * m + j), top));
+        _mm256_storeu_ps(s + r * m + j, e);
+        sum = _mm256_add_ps(sum, e);
+      }
+      total[r] = hsum(sum);
+    }
+    __m256 acc[R][NV];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < NV; ++c) acc[r][c] = _mm256_setzero_ps();
+    for (size_t j = 0; j < n; ++j) {
+      __m256 v[NV];
+      for (int c = 0; c < NV; ++c) v[c] = _mm256_loadu_ps(vg + j * D + 8 * c);
+      for (int r = 0; r < R; ++r) {
+        const __m256 w = _mm256_set1_ps(s[r * m + j]);
+        for (int c = 0; c < NV; ++c) acc[r][c] = _mm256_fmadd_ps(w, v[c], acc[r][c]);
+      }
+    }
+    for (int r = 0; r < R && i0 + r < n; ++r) {
+      const __m256 inv = _mm256_set1_ps(1.0f / total[r]);
+      float* o = p.o(b, start + i0 + r, h);
+      for (int c = 0; c < NV; ++c) _mm256_storeu_ps(o + 8 * c, _mm256_mul_ps(acc[r][c], inv));
+    }
+  }
+}
+#endif
+
+using HeadFn = void (*)(const Problem&, size_t, size_t, size_t, size_t, std::vector<float>&);
+
+bool simd_allowed() {
+  static const bool allowed = [] {
+    const char* off = std::getenv("SDSCORE_DISABLE_SIMD");
+    return off == nullptr || std::strcmp(off, "") == 0 || std::strcmp(off, "0") == 0;
+  }();
+  return allowed;
+}
+
+HeadFn pick(size_t D) {
+#ifdef SDSCORE_HAVE_AVX2_KERNELS
+  __builtin_cpu_init();
+  if (simd_allowed() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    switch (D) {
+      case 8: return head_avx2<1, 4>;
+      case 16: return head_avx2<2, 4>;
+      case 32: return head_avx2<4, 2>;
+      case 64: return head_avx2<8, 1>;
+      default: break;
+    }
+  }
+#endif
+  return nullptr;
+}
+
+// GOMP_parallel of the OpenMP runtime already in the process (torch's libgomp), if any. Running
+// the heads on that runtime's team reuses the worker threads torch keeps spinning between its
+// ops; threads of our own would compete with those spinners for the same cores.
+using GompParallel = void (*)(void (*)(void*), void*, unsigned, unsigned);
+
+GompParallel host_openmp() {
+  static const GompParallel fn = []() -> GompParallel {
+    void* lib = dlopen("libgomp.so.1", RTLD_LAZY | RTLD_NOLOAD);  // never loads one itself
+    return lib ? reinterpret_cast<GompParallel>(dlsym(lib, "GOMP_parallel")) : nullptr;
+  }();
+  return fn;
+}
+
+void run_parallel(const std::function<void()>& work, size_t threads) {
+  if (threads <= 1) {
+    work();
+  } else if (GompParallel gomp = host_openmp()) {
+    gomp([](void* w) { (*static_cast<const std::function<void()>*>(w))(); },
+         const_cast<std::function<void()>*>(&work), static_cast<unsigned>(threads), 0);
+  } else {
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+  }
+}
+
+}  // namespace
+
+const char* span_attention_isa(size_t D) { return pick(D) ? "avx2+fma" : "generic"; }
+
+void span_attention(const float* qkv, size_t B, size_t L, size_t H, size_t D,
+                    const int64_t* starts, const int64_t* lengths, float scale, float* out,
+                    size_t num_threads) {
+  const Problem p{qkv, L, H, D, scale, out};
+  // positions outside every span stay zero
+  std::vector<char> inside(B * L, 0);
+  for (size_t b = 0; b < B; ++b)
+    std::fill_n(inside.begin() + b * L + starts[b], lengths[b], 1);
+  for (size_t i = 0; i < B * L; ++i)
+    if (!inside[i]) std::fill_n(out + i * H * D, H * D, 0.0f);
+  const HeadFn vector_head = pick(D);
+  std::atomic<size_t> next{0};
+  const std::function<void()> work = [&] {
+    std::vector<float> scratch;
+    for (size_t t = next++; t < B * H; t = next++) {
+      const size_t b = t / H, h = t % H;
+      const auto start = static_cast<size_t>(starts[b]), n = static_cast<size_t>(lengths[b]);
+      if (n == 0) continue;
+      if (vector_head) {
+        vector_head(p, b, h, start, n, scratch);
+      } else {
+        head_generic(p, b, h, start, n);
+      }
+    }
+  };
+  run_parallel(work, std::min(num_threads, B * H));
+}
+
+}  // namespace sdscore
