@@ -1,4 +1,5 @@
-"""Input GB/s of the pooling and similarity ops of sdscore.kernels vs the torch a user would write.
+"""Input GB/s of the pooling and similarity ops of sdscore.kernels vs the torch a user would write;
+GFLOP/s of the CPU span attention vs torch SDPA.
 
 GB/s is the size of the op's input tensors divided by its time (the same bytes for ours and peer).
 
@@ -7,6 +8,10 @@ an index for the last token, masked softmax then a weighted sum, a per-row loop 
 input) and per-group Python loops over F.cosine_similarity for the similarity ops. On CUDA ours
 is the Triton kernel and each row also reports ours as a fraction of the measured device copy
 bandwidth; on CPU ours is the torch reference.
+
+span_attention (compiled core, CPU float32) is timed against torch's scaled_dot_product_attention
+with a key mask over the same padded batch (the compact reward model's shapes: 16 rows of 70-236
+positions, 4 heads of 16); FLOP/s counts the attended span's work, 4·n²·D per row and head, for both.
 """
 
 from __future__ import annotations
@@ -151,6 +156,28 @@ def similarity_rows(device: torch.device, quick: bool) -> list[tuple[str, int, C
     ]
 
 
+def attention_rows(quick: bool, repeats: int) -> list[Row]:
+    """span_attention vs masked SDPA on CPU, at the reward model's head sizes."""
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    for heads, size in ((4, 16), (4, 32)) if not quick else ((4, 16),):
+        lengths = torch.randint(70, 237, (16,), generator=g)
+        n = int(lengths.max())
+        qkv = torch.randn(16, n, 3, heads, size, generator=g)
+        starts = torch.zeros_like(lengths)
+        keep = torch.arange(n)[None] < lengths[:, None]
+        flops = 4 * size * heads * float((lengths.double() ** 2).sum())
+
+        def sdpa():
+            q, k, v = qkv.permute(2, 0, 3, 1, 4)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :]).transpose(1, 2)
+
+        ours = timed(lambda: kernels.span_attention(qkv, starts, lengths, impl="core"), torch.device("cpu"), repeats)
+        rows.append(Row(f"span_attention vs masked SDPA, B=16 L<={n} H={heads} D={size} ({torch.get_num_threads()} threads)",
+                        "GFLOP/s", flops / ours / 1e9, flops / timed(sdpa, torch.device("cpu"), repeats) / 1e9))
+    return rows
+
+
 def main() -> None:
     args = parser(__doc__.splitlines()[0]).parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -172,6 +199,7 @@ def main() -> None:
             "expected (both are eager torch), the similarity ratios measure batching vs Python loops."
         )
     report(f"kernels on {device.type}, best of {repeats}", rows, args.json)
+    report(f"CPU attention, best of {repeats}", attention_rows(args.quick, repeats), args.json)
 
 
 if __name__ == "__main__":
