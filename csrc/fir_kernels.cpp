@@ -8,11 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define SDSCORE_HAVE_AVX2_KERNELS 1
-#define SDSCORE_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#endif
+#include "simd.hpp"
 
 namespace sdscore {
 namespace {
@@ -37,12 +33,6 @@ struct GenericIsa {
 
 #ifdef SDSCORE_HAVE_AVX2_KERNELS
 struct Avx2Isa {
-  SDSCORE_TARGET_AVX2 static inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-  }
   // taps is a multiple of 8; two accumulators hide the FMA latency.
   SDSCORE_TARGET_AVX2 static inline float dot(const float* h, const float* x, size_t taps) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
@@ -142,19 +132,30 @@ SDSCORE_TARGET_AVX2 void run_avx2(const FilterBank& bank, uint32_t rem, const fl
 #endif
 
 FirKernels select_kernels() {
-  const char* disable = std::getenv("SDSCORE_DISABLE_SIMD");
-  const bool simd_allowed = disable == nullptr || std::strcmp(disable, "") == 0 ||
-                            std::strcmp(disable, "0") == 0;
 #ifdef SDSCORE_HAVE_AVX2_KERNELS
-  __builtin_cpu_init();
-  if (simd_allowed && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return {run_avx2, "avx2+fma"};
+  if (use_avx2()) return {run_avx2, "avx2+fma"};
 #endif
-  (void)simd_allowed;
   return {run_generic, "generic"};
 }
 
 }  // namespace
+
+bool simd_allowed() {
+  static const bool allowed = [] {
+    const char* off = std::getenv("SDSCORE_DISABLE_SIMD");
+    return off == nullptr || std::strcmp(off, "") == 0 || std::strcmp(off, "0") == 0;
+  }();
+  return allowed;
+}
+
+bool use_avx2() {
+#ifdef SDSCORE_HAVE_AVX2_KERNELS
+  __builtin_cpu_init();
+  return simd_allowed() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
 
 const FirKernels& fir_kernels() {
   static const FirKernels kernels = select_kernels();

@@ -3,18 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <functional>
 #include <thread>
 #include <vector>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define SDSCORE_HAVE_AVX2_KERNELS 1
-#define SDSCORE_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#endif
+#include "simd.hpp"
 
 namespace sdscore {
 namespace {
@@ -82,13 +77,6 @@ SDSCORE_TARGET_AVX2 inline float hmax(__m256 v) {
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   m = _mm_max_ss(m, _mm_movehdup_ps(m));
   return _mm_cvtss_f32(m);
-}
-
-SDSCORE_TARGET_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // One (row, head): keys transposed into kt [D][m] (m = n rounded up to 8, zero-filled), values
@@ -165,18 +153,9 @@ SDSCORE_TARGET_AVX2 void head_avx2(const Problem& p, size_t b, size_t h, size_t 
 
 using HeadFn = void (*)(const Problem&, size_t, size_t, size_t, size_t, std::vector<float>&);
 
-bool simd_allowed() {
-  static const bool allowed = [] {
-    const char* off = std::getenv("SDSCORE_DISABLE_SIMD");
-    return off == nullptr || std::strcmp(off, "") == 0 || std::strcmp(off, "0") == 0;
-  }();
-  return allowed;
-}
-
 HeadFn pick(size_t D) {
 #ifdef SDSCORE_HAVE_AVX2_KERNELS
-  __builtin_cpu_init();
-  if (simd_allowed() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+  if (use_avx2()) {
     switch (D) {
       case 8: return head_avx2<1, 4>;
       case 16: return head_avx2<2, 4>;
