@@ -39,6 +39,7 @@ from torch.nn import functional as F
 
 from sdscore.atomic_write import atomic_path, write_json
 from sdscore.errors import AudioError, ModelError, SdscoreError
+from sdscore.kernels import span_attention
 from sdscore.models import byte_tokens as bt
 from sdscore.models.checkpoint_files import (
     check_state_fits,
@@ -51,7 +52,6 @@ from sdscore.models.base import Prepared, RewardModel
 from sdscore.models.episodes import Episode
 from sdscore.models.heads import Pooler, pooling_name
 from sdscore.models.log_mel import stacked_log_mel_many
-from sdscore.kernels import span_attention
 
 CONFIG_FILE = "sdscore_reward.json"
 WEIGHTS_FILE = "model.safetensors"
