@@ -13,6 +13,7 @@
 #include "fir_kernels.hpp"
 #include "log_mel.hpp"
 #include "resampler.hpp"
+#include "parallel.hpp"
 #include "span_attention.hpp"
 #include "wav_decoder.hpp"
 
@@ -138,7 +139,7 @@ using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>
 
 // Windowed frames of a centred STFT of every clip, one after another: [sum(1 + n / hop), n_fft].
 py::array_t<float> stft_frames(const py::sequence& waves, int64_t n_fft, int64_t hop,
-                               const FloatArray& window) {
+                               const FloatArray& window, int64_t num_threads) {
   if (n_fft < 2 || hop < 1) {
     throw std::invalid_argument("stft_frames needs n_fft >= 2 and hop >= 1, got n_fft=" +
                                 std::to_string(n_fft) + ", hop=" + std::to_string(hop));
@@ -147,8 +148,10 @@ py::array_t<float> stft_frames(const py::sequence& waves, int64_t n_fft, int64_t
     throw std::invalid_argument("stft_frames: window must have n_fft=" + std::to_string(n_fft) +
                                 " samples");
   }
+  if (num_threads < 1) throw std::invalid_argument("stft_frames: num_threads must be >= 1");
   std::vector<FloatArray> clips;
   clips.reserve(waves.size());
+  std::vector<size_t> first_row;  // clip i's frames start at this row
   size_t rows = 0;
   for (size_t i = 0; i < waves.size(); ++i) {
     clips.push_back(waves[i].cast<FloatArray>());
@@ -157,18 +160,17 @@ py::array_t<float> stft_frames(const py::sequence& waves, int64_t n_fft, int64_t
                                   " must be a 1-D waveform, got " +
                                   std::to_string(clips.back().ndim()) + " dimensions");
     }
+    first_row.push_back(rows);
     rows += stft_frame_count(static_cast<size_t>(clips.back().shape(0)), static_cast<size_t>(hop));
   }
   py::array_t<float> out({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(n_fft)});
   float* dst = out.mutable_data();
   {
     py::gil_scoped_release nogil;
-    for (const FloatArray& clip : clips) {
-      const auto n = static_cast<size_t>(clip.shape(0));
-      frame_clip(clip.data(), n, static_cast<size_t>(n_fft), static_cast<size_t>(hop),
-                 window.data(), dst);
-      dst += stft_frame_count(n, static_cast<size_t>(hop)) * static_cast<size_t>(n_fft);
-    }
+    parallel_for(clips.size(), static_cast<size_t>(num_threads), [&](size_t i) {
+      frame_clip(clips[i].data(), static_cast<size_t>(clips[i].shape(0)), static_cast<size_t>(n_fft),
+                 static_cast<size_t>(hop), window.data(), dst + first_row[i] * static_cast<size_t>(n_fft));
+    });
   }
   return out;
 }
@@ -179,7 +181,7 @@ py::array_t<float> log_mel_tokens_many(const FloatArray& spec,
                                        const py::array_t<int64_t, py::array::c_style |
                                                                       py::array::forcecast>& frames,
                                        const FloatArray& filters, double top_db,
-                                       int64_t frames_per_token) {
+                                       int64_t frames_per_token, int64_t num_threads) {
   if (spec.ndim() != 3 || spec.shape(2) != 2) {
     throw std::invalid_argument("log_mel_tokens: spec must be [frames, bins, 2] (re, im)");
   }
@@ -190,15 +192,19 @@ py::array_t<float> log_mel_tokens_many(const FloatArray& spec,
   if (frames.ndim() != 1 || frames_per_token < 1) {
     throw std::invalid_argument("log_mel_tokens: frames must be 1-D and frames_per_token >= 1");
   }
+  if (num_threads < 1) throw std::invalid_argument("log_mel_tokens: num_threads must be >= 1");
   const auto k = static_cast<size_t>(frames_per_token);
   const auto n_mels = static_cast<size_t>(filters.shape(0));
   const int64_t* counts = frames.data();
+  std::vector<size_t> first_frame, first_token;  // where clip i starts in spec and in out
   size_t total_frames = 0, tokens = 0;
   for (py::ssize_t i = 0; i < frames.shape(0); ++i) {
     if (counts[i] < 1) {
       throw std::invalid_argument("log_mel_tokens: clip " + std::to_string(i) +
                                   " has no frames (every clip has at least one)");
     }
+    first_frame.push_back(total_frames);
+    first_token.push_back(tokens);
     total_frames += static_cast<size_t>(counts[i]);
     tokens += token_count(static_cast<size_t>(counts[i]), k);
   }
@@ -212,12 +218,10 @@ py::array_t<float> log_mel_tokens_many(const FloatArray& spec,
     py::gil_scoped_release nogil;
     const float* src = spec.data();
     float* dst = out.mutable_data();
-    for (py::ssize_t i = 0; i < frames.shape(0); ++i) {
-      const auto n = static_cast<size_t>(counts[i]);
-      log_mel_tokens(src, n, bands, static_cast<float>(top_db), k, dst);
-      src += n * 2 * bands.n_bins;
-      dst += token_count(n, k) * k * n_mels;
-    }
+    parallel_for(first_frame.size(), static_cast<size_t>(num_threads), [&](size_t i) {
+      log_mel_tokens(src + first_frame[i] * 2 * bands.n_bins, static_cast<size_t>(counts[i]), bands,
+                     static_cast<float>(top_db), k, dst + first_token[i] * k * n_mels);
+    });
   }
   return out;
 }
@@ -298,16 +302,18 @@ PYBIND11_MODULE(_core, m) {
         "RIFF/WAVE or use a WAVE codec the core does not decode (mu-law, ADPCM), for another "
         "decoder to try.");
   m.def("stft_frames", &stft_frames, py::arg("waves"), py::arg("n_fft"), py::arg("hop"),
-        py::arg("window"),
+        py::arg("window"), py::arg("num_threads") = 1,
         "Windowed frames of a centred, zero-padded STFT of each 1-D float32 clip, one clip "
-        "after another: float32 [sum(1 + len // hop), n_fft]. Feed them to an rFFT.");
+        "after another: float32 [sum(1 + len // hop), n_fft]. Feed them to an rFFT. Clips are "
+        "spread over num_threads threads.");
   m.def("log_mel_tokens", &log_mel_tokens_many, py::arg("spec"), py::arg("frames"),
         py::arg("filters"), py::arg("top_db"), py::arg("frames_per_token"),
+        py::arg("num_threads") = 1,
         "From the rFFT of consecutive clips' frames (float32 [sum(frames), bins, 2]) and each "
         "clip's frame count to stacked compressed log-mel tokens, one clip after another: "
         "float32 [sum(ceil(frames / k)), k * n_mels]. Per clip: log10 of the mel power "
         "(floored at 1e-10), floored at its peak - top_db / 10, then (x + 4) / 4; the last "
-        "token is filled with silence.");
+        "token is filled with silence. Clips are spread over num_threads threads.");
   m.def("span_attention", &span_attention_array, py::arg("qkv"), py::arg("starts"),
         py::arg("lengths"), py::arg("scale"), py::arg("num_threads") = 1,
         "Bidirectional softmax attention within each row's span of a padded batch: qkv float32 "

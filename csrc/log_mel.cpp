@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "simd.hpp"
+
 namespace sdscore {
 
 MelBands make_mel_bands(const float* dense, size_t n_mels, size_t n_bins) {
@@ -97,9 +99,113 @@ __attribute__((target_clones("avx2", "default"))) void compress_rows(float* v, s
   for (size_t i = 0; i < n; ++i) v[i] = ((v[i] > floor ? v[i] : floor) + 4.0f) * 0.25f;
 }
 
-__attribute__((target_clones("avx2", "default"))) void power_row(const float* s, size_t n_bins,
-                                                                   float* power) {
-  for (size_t b = 0; b < n_bins; ++b) power[b] = s[2 * b] * s[2 * b] + s[2 * b + 1] * s[2 * b + 1];
+// Frames per pass of the mel filters: the power spectra of kLanes frames are laid out
+// [bin][frame], so each filter's sum runs across the frames in vectors (the filters are only
+// ~6 bins wide, too short to vectorise along). 32 frames = four independent 8-wide FMA chains
+// per filter, which hides the FMA latency.
+constexpr size_t kLanes = 32;
+
+// Mel power (floored at 1e-10) of `lanes` <= kLanes consecutive frames into their rows of `out`.
+// scratch: (n_bins + n_mels) * kLanes floats. Portable loops, one frame at a time.
+void mel_rows_generic(const float* spec, size_t lanes, const MelBands& bands, float*, float* out) {
+  const size_t n_bins = bands.n_bins, n_mels = bands.n_mels;
+  for (size_t l = 0; l < lanes; ++l) {
+    const float* s = spec + 2 * n_bins * l;
+    for (size_t m = 0; m < n_mels; ++m) {
+      const float* w = bands.weights.data() + bands.offset[m];
+      const float* re_im = s + 2 * bands.start[m];
+      float acc = 0.0f;
+      for (uint32_t j = 0; j < bands.count[m]; ++j)
+        acc += w[j] * (re_im[2 * j] * re_im[2 * j] + re_im[2 * j + 1] * re_im[2 * j + 1]);
+      out[l * n_mels + m] = acc > 1e-10f ? acc : 1e-10f;
+    }
+  }
+}
+
+#ifdef SDSCORE_HAVE_AVX2_KERNELS
+// In place: rows r[0..8) become columns.
+SDSCORE_TARGET_AVX2 inline void transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
+// mel_rows_generic with AVX2+FMA: the power of 8 frames x 8 bins per step (squares, a
+// horizontal add, a transpose to [bin][frame]), each filter as FMAs over its bins for 32 frames
+// at once, the result transposed back to rows. Spare lanes redo frame 0.
+SDSCORE_TARGET_AVX2 void mel_rows_avx2(const float* spec, size_t lanes, const MelBands& bands,
+                                       float* scratch, float* out) {
+  constexpr size_t G = kLanes / 8;  // groups of 8 frames
+  const size_t n_bins = bands.n_bins, n_mels = bands.n_mels;
+  float* power_t = scratch;                   // [n_bins][kLanes]
+  float* mel_t = scratch + n_bins * kLanes;   // [n_mels][kLanes]
+  const __m256i bin_order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);  // undo hadd's lane mix
+  for (size_t g = 0; g < G; ++g) {
+    const float* row[8];
+    for (size_t l = 0; l < 8; ++l) row[l] = spec + 2 * n_bins * (g * 8 + l < lanes ? g * 8 + l : 0);
+    size_t b = 0;
+    for (; b + 8 <= n_bins; b += 8) {
+      __m256 v[8];
+      for (size_t l = 0; l < 8; ++l) {
+        const __m256 lo = _mm256_loadu_ps(row[l] + 2 * b), hi = _mm256_loadu_ps(row[l] + 2 * b + 8);
+        v[l] = _mm256_permutevar8x32_ps(
+            _mm256_hadd_ps(_mm256_mul_ps(lo, lo), _mm256_mul_ps(hi, hi)), bin_order);
+      }
+      transpose8(v);
+      for (size_t j = 0; j < 8; ++j) _mm256_storeu_ps(power_t + (b + j) * kLanes + g * 8, v[j]);
+    }
+    for (; b < n_bins; ++b)
+      for (size_t l = 0; l < 8; ++l)
+        power_t[b * kLanes + g * 8 + l] =
+            row[l][2 * b] * row[l][2 * b] + row[l][2 * b + 1] * row[l][2 * b + 1];
+  }
+  const __m256 tiny = _mm256_set1_ps(1e-10f);
+  for (size_t m = 0; m < n_mels; ++m) {
+    const float* w = bands.weights.data() + bands.offset[m];
+    const float* p = power_t + bands.start[m] * kLanes;
+    __m256 acc[G];
+    for (size_t g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+    for (uint32_t j = 0; j < bands.count[m]; ++j) {
+      const __m256 wj = _mm256_set1_ps(w[j]);
+      for (size_t g = 0; g < G; ++g)
+        acc[g] = _mm256_fmadd_ps(wj, _mm256_loadu_ps(p + j * kLanes + g * 8), acc[g]);
+    }
+    for (size_t g = 0; g < G; ++g) _mm256_storeu_ps(mel_t + m * kLanes + g * 8, _mm256_max_ps(acc[g], tiny));
+  }
+  for (size_t g = 0; g * 8 < lanes; ++g) {
+    const size_t rows = std::min<size_t>(8, lanes - g * 8);
+    size_t m = 0;
+    for (; m + 8 <= n_mels; m += 8) {
+      __m256 v[8];
+      for (size_t i = 0; i < 8; ++i) v[i] = _mm256_loadu_ps(mel_t + (m + i) * kLanes + g * 8);
+      transpose8(v);
+      for (size_t l = 0; l < rows; ++l) _mm256_storeu_ps(out + (g * 8 + l) * n_mels + m, v[l]);
+    }
+    for (; m < n_mels; ++m)
+      for (size_t l = 0; l < rows; ++l) out[(g * 8 + l) * n_mels + m] = mel_t[m * kLanes + g * 8 + l];
+  }
+}
+#endif
+
+using MelRowsFn = void (*)(const float*, size_t, const MelBands&, float*, float*);
+
+MelRowsFn pick_mel_rows() {
+#ifdef SDSCORE_HAVE_AVX2_KERNELS
+  if (use_avx2()) return mel_rows_avx2;
+#endif
+  return mel_rows_generic;
 }
 
 }  // namespace
@@ -107,17 +213,12 @@ __attribute__((target_clones("avx2", "default"))) void power_row(const float* s,
 void log_mel_tokens(const float* spec, size_t frames, const MelBands& bands, float top_db,
                     size_t k, float* out) {
   const size_t n_mels = bands.n_mels, n_bins = bands.n_bins;
-  std::vector<float> power(n_bins);
-  for (size_t t = 0; t < frames; ++t) {
-    power_row(spec + 2 * n_bins * t, n_bins, power.data());
-    float* row = out + n_mels * t;
-    for (size_t m = 0; m < n_mels; ++m) {
-      const float* w = bands.weights.data() + bands.offset[m];
-      const float* p = power.data() + bands.start[m];
-      float acc = 0.0f;
-      for (uint32_t j = 0; j < bands.count[m]; ++j) acc += w[j] * p[j];
-      row[m] = acc > 1e-10f ? acc : 1e-10f;
-    }
+  static const MelRowsFn mel_rows = pick_mel_rows();
+  thread_local std::vector<float> scratch;  // each thread keeps its own between calls
+  scratch.resize((n_bins + n_mels) * kLanes);
+  for (size_t t = 0; t < frames; t += kLanes) {
+    mel_rows(spec + 2 * n_bins * t, std::min(kLanes, frames - t), bands, scratch.data(),
+             out + n_mels * t);
   }
   log10_rows(out, n_mels * frames);
   const float floor = peak_of(out, n_mels * frames) - top_db / 10.0f;

@@ -1,14 +1,11 @@
 #include "span_attention.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
-#include <dlfcn.h>
-#include <functional>
-#include <thread>
 #include <vector>
 
+#include "parallel.hpp"
 #include "simd.hpp"
 
 namespace sdscore {
@@ -168,33 +165,6 @@ HeadFn pick(size_t D) {
   return nullptr;
 }
 
-// GOMP_parallel of the OpenMP runtime already in the process (torch's libgomp), if any. Running
-// the heads on that runtime's team reuses the worker threads torch keeps spinning between its
-// ops; threads of our own would compete with those spinners for the same cores.
-using GompParallel = void (*)(void (*)(void*), void*, unsigned, unsigned);
-
-GompParallel host_openmp() {
-  static const GompParallel fn = []() -> GompParallel {
-    void* lib = dlopen("libgomp.so.1", RTLD_LAZY | RTLD_NOLOAD);  // never loads one itself
-    return lib ? reinterpret_cast<GompParallel>(dlsym(lib, "GOMP_parallel")) : nullptr;
-  }();
-  return fn;
-}
-
-void run_parallel(const std::function<void()>& work, size_t threads) {
-  if (threads <= 1) {
-    work();
-  } else if (GompParallel gomp = host_openmp()) {
-    gomp([](void* w) { (*static_cast<const std::function<void()>*>(w))(); },
-         const_cast<std::function<void()>*>(&work), static_cast<unsigned>(threads), 0);
-  } else {
-    std::vector<std::thread> pool;
-    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-    work();
-    for (std::thread& t : pool) t.join();
-  }
-}
-
 }  // namespace
 
 const char* span_attention_isa(size_t D) { return pick(D) ? "avx2+fma" : "generic"; }
@@ -210,21 +180,18 @@ void span_attention(const float* qkv, size_t B, size_t L, size_t H, size_t D,
   for (size_t i = 0; i < B * L; ++i)
     if (!inside[i]) std::fill_n(out + i * H * D, H * D, 0.0f);
   const HeadFn vector_head = pick(D);
-  std::atomic<size_t> next{0};
-  const std::function<void()> work = [&] {
-    std::vector<float> scratch;
-    for (size_t t = next++; t < B * H; t = next++) {
-      const size_t b = t / H, h = t % H;
-      const auto start = static_cast<size_t>(starts[b]), n = static_cast<size_t>(lengths[b]);
-      if (n == 0) continue;
-      if (vector_head) {
-        vector_head(p, b, h, start, n, scratch);
-      } else {
-        head_generic(p, b, h, start, n);
-      }
+  const size_t threads = std::min(num_threads, B * H);
+  parallel_for(B * H, threads, [&](size_t t) {
+    const size_t b = t / H, h = t % H;
+    const auto start = static_cast<size_t>(starts[b]), n = static_cast<size_t>(lengths[b]);
+    if (n == 0) return;
+    if (vector_head) {
+      thread_local std::vector<float> scratch;  // each thread keeps its own between calls
+      vector_head(p, b, h, start, n, scratch);
+    } else {
+      head_generic(p, b, h, start, n);
     }
-  };
-  run_parallel(work, std::min(num_threads, B * H));
+  });
 }
 
 }  // namespace sdscore

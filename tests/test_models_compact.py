@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import librosa
 import numpy as np
@@ -432,6 +435,51 @@ def test_batched_front_end_equals_clip_by_clip():
         np.testing.assert_allclose(tokens, expected, atol=2e-5, rtol=0)
 
 
+def _ragged_spectrum(seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """A random (re, im) spectrum of clips of 1, 7, 8, 31, 32, 33 and 100 frames (the vector mel
+    pass takes 32 frames at a time) with very different levels."""
+    rng = np.random.default_rng(seed)
+    counts = np.array([1, 7, 8, 31, 32, 33, 100])
+    spec = rng.standard_normal((counts.sum(), 201, 2)).astype(np.float32)
+    spec *= np.repeat(rng.uniform(1e-4, 10, len(counts)), counts)[:, None, None].astype(np.float32)
+    return spec, counts
+
+
+def test_front_end_core_thread_counts_agree():
+    """Clips spread over threads give bit-identical frames and tokens."""
+    from sdscore import _core
+
+    spec, counts = _ragged_spectrum()
+    filters = mel_filterbank(SR, 400, 64, 0.0, 8000.0)
+    one = _core.log_mel_tokens(spec, counts, filters, 80.0, 8, 1)
+    for threads in (2, 3, 16):
+        np.testing.assert_array_equal(_core.log_mel_tokens(spec, counts, filters, 80.0, 8, threads), one)
+    waves = [np.random.default_rng(n).standard_normal(n).astype(np.float32) for n in (0, 1, 399, 4000, 16001)]
+    window = np.hanning(400).astype(np.float32)
+    np.testing.assert_array_equal(_core.stft_frames(waves, 400, 160, window, 3), _core.stft_frames(waves, 400, 160, window, 1))
+
+
+def test_front_end_portable_loops_agree_with_the_vector_kernel(tmp_path):
+    """SDSCORE_DISABLE_SIMD=1 forces the one-frame-at-a-time mel loop; both give the same tokens."""
+    from sdscore import _core
+
+    spec, counts = _ragged_spectrum(4)
+    np.save(tmp_path / "spec.npy", spec)
+    np.save(tmp_path / "counts.npy", counts)
+    np.save(tmp_path / "filters.npy", mel_filterbank(SR, 400, 64, 0.0, 8000.0))
+    code = (
+        "import sys, numpy as np; from sdscore import _core; d = sys.argv[1]; print(_core.simd_isa()); "
+        "np.save(d + '/out.npy', _core.log_mel_tokens(np.load(d + '/spec.npy'), np.load(d + '/counts.npy'), "
+        "np.load(d + '/filters.npy'), 80.0, 8, 2))"
+    )
+    env = dict(os.environ, SDSCORE_DISABLE_SIMD="1")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env, check=True, capture_output=True,
+                         text=True, timeout=120)
+    assert out.stdout.strip() == "generic"
+    vector = _core.log_mel_tokens(spec, counts, np.load(tmp_path / "filters.npy"), 80.0, 8, 2)
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), vector, atol=1e-6, rtol=0)
+
+
 def test_front_end_core_names_bad_arguments():
     from sdscore import _core
 
@@ -447,4 +495,8 @@ def test_front_end_core_names_bad_arguments():
         _core.log_mel_tokens(spec, np.array([5, 0]), filters, 80.0, 8)
     with pytest.raises(ValueError, match=r"filters must be \[n_mels, 201\]"):
         _core.log_mel_tokens(spec, np.array([5]), filters[:, :200], 80.0, 8)
+    with pytest.raises(ValueError, match="num_threads must be >= 1"):
+        _core.log_mel_tokens(spec, np.array([5]), filters, 80.0, 8, 0)
+    with pytest.raises(ValueError, match="num_threads must be >= 1"):
+        _core.stft_frames([np.zeros(500, np.float32)], 400, 160, window, 0)
     assert _core.stft_frames([], 400, 160, window).shape == (0, 400)

@@ -120,6 +120,7 @@ def stacked_log_mel_many(
     window = window.numpy()
     filters = mel_filterbank(sample_rate, n_fft, n_mels, fmin, fmax)
     frames = [1 + len(waves[i]) // hop_length for i in todo]
+    threads = torch.get_num_threads()
     start = 0
     while start < len(todo):
         stop, total = start + 1, frames[start]
@@ -127,10 +128,10 @@ def stacked_log_mel_many(
             total += frames[stop]
             stop += 1
         chunk = todo[start:stop]
-        blocks = core.stft_frames([waves[i] for i in chunk], n_fft, hop_length, window)
+        blocks = core.stft_frames([waves[i] for i in chunk], n_fft, hop_length, window, threads)
         spec = torch.view_as_real(torch.fft.rfft(torch.from_numpy(blocks), dim=-1)).numpy()
         counts = np.asarray(frames[start:stop], dtype=np.int64)
-        tokens = core.log_mel_tokens(spec, counts, filters, top_db, frames_per_token)
+        tokens = core.log_mel_tokens(spec, counts, filters, top_db, frames_per_token, threads)
         bounds = np.cumsum(-(-counts // frames_per_token))
         for i, a, b in zip(chunk, np.concatenate([[0], bounds[:-1]]), bounds):
             out[i] = tokens[a:b]
