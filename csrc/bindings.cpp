@@ -13,6 +13,7 @@
 #include "fir_kernels.hpp"
 #include "log_mel.hpp"
 #include "resampler.hpp"
+#include "gelu.hpp"
 #include "parallel.hpp"
 #include "span_attention.hpp"
 #include "wav_decoder.hpp"
@@ -320,6 +321,22 @@ PYBIND11_MODULE(_core, m) {
         "[B, L, 3, H, D] (contiguous), row b attending among positions [starts[b], starts[b] + "
         "lengths[b]). Returns float32 [B, L, H, D], zero outside the spans. fp32 throughout; "
         "AVX2 kernel for D in {8, 16, 32, 64}, portable loops otherwise.");
+  m.def("gelu_", [](py::array_t<float> x, int64_t num_threads) {
+          if (!(x.flags() & py::array::c_style) || !x.writeable()) {
+            throw std::invalid_argument("gelu_: x must be a writable, C-contiguous float32 array");
+          }
+          if (num_threads < 1) throw std::invalid_argument("gelu_: num_threads must be >= 1");
+          float* data = x.mutable_data();
+          const auto n = static_cast<size_t>(x.size());
+          {
+            py::gil_scoped_release nogil;
+            gelu_inplace(data, n, static_cast<size_t>(num_threads));
+          }
+        }, py::arg("x").noconvert(), py::arg("num_threads") = 1,
+        "Exact (erf) GELU of a writable C-contiguous float32 array, in place, on num_threads "
+        "threads: 0.5 x (1 + erf(x / sqrt(2))).");
+  m.def("gelu_isa", [] { return std::string(gelu_isa()); },
+        "The instruction set gelu_ uses on this CPU.");
   m.def("span_attention_isa", [](int64_t head_size) {
           return std::string(span_attention_isa(static_cast<size_t>(std::max<int64_t>(head_size, 0))));
         }, py::arg("head_size"),

@@ -76,14 +76,14 @@ SDSCORE_TARGET_AVX2 inline float hmax(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
-// One (row, head): keys transposed into kt [D][m] (m = n rounded up to 8, zero-filled), values
-// gathered into vg [n][D]; then R queries at a time: scores 8 keys per register, exp, and the
-// weighted sum of values with NV = D / 8 registers per query.
+// One (row, head): keys transposed into kt [D][m] (m = n rounded up to 16, zero-filled), values
+// gathered into vg [n][D]; then R queries at a time: scores of 16 keys per pass (two registers),
+// exp, and the weighted sum of values with NV = D / 8 registers per query.
 template <int NV, int R>
 SDSCORE_TARGET_AVX2 void head_avx2(const Problem& p, size_t b, size_t h, size_t start, size_t n,
                                    std::vector<float>& scratch) {
   constexpr size_t D = 8 * NV;
-  const size_t m = (n + 7) & ~size_t(7);
+  const size_t m = (n + 15) & ~size_t(15);  // keys are scored 16 at a time
   scratch.resize(D * m + n * D + R * m);
   float* kt = scratch.data();
   float* vg = kt + D * m;
@@ -96,25 +96,35 @@ SDSCORE_TARGET_AVX2 void head_avx2(const Problem& p, size_t b, size_t h, size_t 
   }
   const __m256 scale = _mm256_set1_ps(p.scale);
   const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 count = _mm256_set1_ps(static_cast<float>(n));
   for (size_t i0 = 0; i0 < n; i0 += R) {
     const float* q[R];
     for (int r = 0; r < R; ++r) q[r] = p.q(b, start + std::min(i0 + r, n - 1), h);
     __m256 peak[R];
     for (int r = 0; r < R; ++r) peak[r] = _mm256_set1_ps(-INFINITY);
-    for (size_t j = 0; j < m; j += 8) {
-      __m256 acc[R];
-      for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    for (size_t j = 0; j < m; j += 16) {
+      // two blocks of 8 keys per pass: each broadcast query element feeds two FMAs
+      __m256 lo[R], hi[R];
+      for (int r = 0; r < R; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
       for (size_t d = 0; d < D; ++d) {
-        const __m256 k = _mm256_loadu_ps(kt + d * m + j);
-        for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(q[r][d]), k, acc[r]);
+        const __m256 k0 = _mm256_loadu_ps(kt + d * m + j), k1 = _mm256_loadu_ps(kt + d * m + j + 8);
+        for (int r = 0; r < R; ++r) {
+          const __m256 qd = _mm256_set1_ps(q[r][d]);
+          lo[r] = _mm256_fmadd_ps(qd, k0, lo[r]);
+          hi[r] = _mm256_fmadd_ps(qd, k1, hi[r]);
+        }
       }
       // keys past n (the zero padding of the last block) must get no weight
-      const __m256 valid = _mm256_cmp_ps(_mm256_add_ps(lane, _mm256_set1_ps(static_cast<float>(j))),
-                                         _mm256_set1_ps(static_cast<float>(n)), _CMP_LT_OQ);
+      const __m256 at = _mm256_add_ps(lane, _mm256_set1_ps(static_cast<float>(j)));
+      const __m256 valid_lo = _mm256_cmp_ps(at, count, _CMP_LT_OQ);
+      const __m256 valid_hi = _mm256_cmp_ps(_mm256_add_ps(at, _mm256_set1_ps(8.0f)), count, _CMP_LT_OQ);
+      const __m256 none = _mm256_set1_ps(-INFINITY);
       for (int r = 0; r < R; ++r) {
-        const __m256 sc = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_mul_ps(acc[r], scale), valid);
-        _mm256_storeu_ps(s + r * m + j, sc);
-        peak[r] = _mm256_max_ps(peak[r], sc);
+        const __m256 s0 = _mm256_blendv_ps(none, _mm256_mul_ps(lo[r], scale), valid_lo);
+        const __m256 s1 = _mm256_blendv_ps(none, _mm256_mul_ps(hi[r], scale), valid_hi);
+        _mm256_storeu_ps(s + r * m + j, s0);
+        _mm256_storeu_ps(s + r * m + j + 8, s1);
+        peak[r] = _mm256_max_ps(peak[r], _mm256_max_ps(s0, s1));
       }
     }
     float total[R];
