@@ -150,7 +150,7 @@ def test_prepare_many_featurises_a_shared_clip_once(model, monkeypatch):
     broken = Episode((Turn("user", "q", "c.wav"),), "modality", "broken")
     seen = []
     original = model._stacked
-    monkeypatch.setattr(model, "_stacked", lambda waves: seen.append(len(waves)) or original(waves))
+    monkeypatch.setattr(model, "_stacked", lambda waves, *rest: seen.append(len(waves)) or original(waves, *rest))
     got = model.prepare_many([chosen, broken, rejected],
                              [[context, final_a], [np.full(100, np.nan, np.float32)], [context, final_b]])
     assert seen == [3]
@@ -160,6 +160,35 @@ def test_prepare_many_featurises_a_shared_clip_once(model, monkeypatch):
         alone = model.prepare(episode, waves)
         for key, value in alone.inputs.items():
             np.testing.assert_array_equal(item.inputs[key], value)
+
+
+def test_inference_prepare_projects_each_distinct_clip_once(model, monkeypatch):
+    """prepare_many(inference=True) on the CPU carries frame_proj outputs ("audio_embeds"), one
+    projection per chunk of distinct clips; collate + hidden give the states of the plain path."""
+    context, final_a, final_b = tone(0.6, 200), tone(0.3, 300, 1), tone(0.4, 350, 2)
+    chosen = Episode((Turn("user", "q", "c.wav"), Turn("assistant", "a", "a.wav")), "modality", "chosen")
+    rejected = Episode((Turn("user", "q", "c.wav"), Turn("assistant", "b", "b.wav")), "modality", "rejected")
+    silent = Episode((Turn("user", "no audio here"),), "colloquialness", "silent")
+    episodes, audio = [chosen, rejected, silent], [[context, final_a], [context, final_b], [None]]
+    rows = []
+    original = model._project_frames
+    monkeypatch.setattr(model, "_project_frames", lambda frames: rows.append(len(frames)) or original(frames))
+    fast = model.prepare_many(episodes, audio, inference=True)
+    monkeypatch.undo()
+    plain = model.prepare_many(episodes, audio)
+    n_distinct = sum(len(model.audio_tokens(w)) for w in (context, final_a, final_b))
+    assert rows == [0, n_distinct]  # the empty placeholder, then one chunk of the three clips
+    for f, p in zip(fast, plain):
+        assert set(f.inputs) == {"token_ids", "segment_ids", "audio_embeds"} and f.length == p.length
+        assert f.inputs["audio_embeds"].shape == (len(p.inputs["audio_frames"]), model.config.d_model)
+    with torch.inference_mode():
+        got, _ = model.hidden(model.collate(fast))
+        want, _ = model.hidden(model.collate(plain))
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="mixes items prepared with and without inference=True"):
+        model.collate([fast[0], plain[1]])
+    with pytest.raises(ValueError, match="collate_dense needs items prepared with inference=False"):
+        model.collate_dense(fast)
 
 
 # --- padding invariance and batching ---------------------------------------------------------

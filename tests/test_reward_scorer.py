@@ -188,7 +188,7 @@ def test_pair_episodes_share_a_window(episodes, monkeypatch):
     model = ToyModel()
     calls = []
     original = model.prepare_many
-    monkeypatch.setattr(model, "prepare_many", lambda eps, audio: calls.append([e.id for e in eps]) or original(eps, audio))
+    monkeypatch.setattr(model, "prepare_many", lambda eps, audio, **kw: calls.append([e.id for e in eps]) or original(eps, audio, **kw))
     pairs = list(zip(episodes[:10], episodes[10:20]))
     chosen, rejected = RewardScorer(model, device="cpu", max_batch=2, window=4).score_pairs(pairs)
     for c, r in pairs:

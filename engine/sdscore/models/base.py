@@ -73,10 +73,12 @@ class RewardModel(nn.Module, ABC):
         """
 
     def prepare_many(
-        self, episodes: Sequence[Episode], audio: Sequence[Sequence[np.ndarray | None]]
+        self, episodes: Sequence[Episode], audio: Sequence[Sequence[np.ndarray | None]], inference: bool = False,
     ) -> list[Prepared | Exception]:
         """prepare() for many episodes; a failing episode's slot holds its exception (ValueError or
-        SdscoreError), the others are prepared. Adapters override it to batch their front end."""
+        SdscoreError), the others are prepared. Adapters override it to batch their front end.
+        inference=True: the items only go to collate() + inference_pooled() of this model as it is
+        now (eval mode, on its current device), so an adapter may run part of the model there."""
         out: list[Prepared | Exception] = []
         for episode, waves in zip(episodes, audio):
             try:

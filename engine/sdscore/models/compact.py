@@ -202,8 +202,9 @@ class CompactRewardModel(RewardModel):
 
     # --- CPU side -------------------------------------------------------------------------
 
-    def _checked_wave(self, wave: Any, where: str) -> np.ndarray | None:
-        """A clip as 1-D float32 cut to max_clip_seconds (None stays None); AudioError if unusable."""
+    def _as_wave(self, wave: Any, where: str) -> np.ndarray | None:
+        """A clip as 1-D float32 cut to max_clip_seconds (None stays None), not yet checked for
+        NaN/Inf; AudioError if it is not one waveform."""
         if wave is None:
             return None
         if hasattr(wave, "detach"):  # a torch tensor from an RL loop
@@ -211,15 +212,31 @@ class CompactRewardModel(RewardModel):
         wave = np.asarray(wave, dtype=np.float32)
         if wave.ndim != 1:
             raise AudioError(f"{where}: audio must be a mono 1-D waveform, got shape {wave.shape}")
-        wave = wave[: int(round(self.config.max_clip_seconds * self.config.sample_rate))]
+        return wave[: int(round(self.config.max_clip_seconds * self.config.sample_rate))]
+
+    @staticmethod
+    def _check_finite(wave: np.ndarray, where: str) -> None:
         if not np.isfinite(wave).all():
             raise AudioError(f"{where}: audio has NaN or Inf samples")
+
+    def _checked_wave(self, wave: Any, where: str) -> np.ndarray | None:
+        """_as_wave, then AudioError if the clip has NaN or Inf samples."""
+        wave = self._as_wave(wave, where)
+        if wave is not None:
+            self._check_finite(wave, where)
         return wave
 
-    def _stacked(self, waves: list[np.ndarray]) -> list[np.ndarray]:
+    def _stacked(self, waves: list[np.ndarray], transform=None) -> list[np.ndarray]:
         c = self.config
         return stacked_log_mel_many(waves, c.sample_rate, c.n_fft, c.hop_length, c.n_mels, c.fmin, c.fmax,
-                                    c.top_db, c.frames_per_token)
+                                    c.top_db, c.frames_per_token, transform)
+
+    def _project_frames(self, frames: np.ndarray) -> np.ndarray:
+        """frame_proj of stacked log-mel rows [n, F] → float32 [n, d_model] (no autograd)."""
+        weight = self.frame_proj.weight
+        with torch.inference_mode():
+            x = torch.from_numpy(frames).to(weight.dtype)
+            return self.frame_proj(x).float().numpy()
 
     def audio_tokens(self, wave: Any, where: str = "") -> np.ndarray:
         """float32 [n_tokens, frames_per_token * n_mels]: stacked log-mel of one clip (None → none)."""
@@ -236,22 +253,29 @@ class CompactRewardModel(RewardModel):
             raise item
         return item
 
-    def prepare_many(self, episodes: Sequence[Episode], audio: Sequence[Sequence[Any]]) -> list[Prepared | Exception]:
+    def prepare_many(self, episodes: Sequence[Episode], audio: Sequence[Sequence[Any]],
+                     inference: bool = False) -> list[Prepared | Exception]:
         """prepare() of many episodes with one batched log-mel front end over all of their clips
-        (equal to clip-by-clip features; a bad episode's slot holds its error)."""
+        (equal to clip-by-clip features; a bad episode's slot holds its error).
+
+        inference=True (the scorer's torch path) with the weights on the CPU also runs the frame
+        projection here, once per distinct clip: items then hold "audio_embeds" [n_audio, d_model]
+        instead of "audio_frames" [n_audio, F] — a pair's shared context is projected once, and
+        8x less data is concatenated per episode and per batch. hidden() takes either."""
         out: list[Prepared | Exception | None] = [None] * len(episodes)
         # A clip shared by several episodes (a pair's common context, the same array passed twice)
-        # is featurised once: the same memory, length and stride is the same clip.
+        # is checked and featurised once: the same memory, length and stride is the same clip.
         distinct: list[np.ndarray] = []
         index: dict[tuple[int, int, int], int] = {}
 
         def slot(wave: Any, where: str) -> int | None:
             """The checked clip's position in `distinct` (None: the turn has no audio)."""
-            w = self._checked_wave(wave, where)
+            w = self._as_wave(wave, where)
             if w is None:
                 return None
             key = (w.__array_interface__["data"][0], w.shape[0], w.strides[0])
             if key not in index:
+                self._check_finite(w, where)
                 index[key] = len(distinct)
                 distinct.append(w)
             return index[key]
@@ -264,18 +288,21 @@ class CompactRewardModel(RewardModel):
                 slots[e] = [slot(w, f"episode {episode.id or '?'} turn {t}") for t, w in enumerate(waves)]
             except (SdscoreError, ValueError) as error:
                 out[e] = error
-        stacked = self._stacked(distinct)
-        no_audio = np.zeros((0, self.config.frame_size), np.float32)
+        embed = inference and self.frame_proj.weight.device.type == "cpu"
+        stacked = self._stacked(distinct, self._project_frames if embed else None)
+        key, width = ("audio_embeds", self.config.d_model) if embed else ("audio_frames", self.config.frame_size)
+        no_audio = np.zeros((0, width), np.float32)
         for e, turn_slots in slots.items():
             try:
-                out[e] = self._assemble(episodes[e], [no_audio if u is None else stacked[u] for u in turn_slots])
+                out[e] = self._assemble(episodes[e], [no_audio if u is None else stacked[u] for u in turn_slots], key)
             except (SdscoreError, ValueError) as error:
                 out[e] = error
         return out
 
-    def _assemble(self, episode: Episode, clips: list[np.ndarray]) -> Prepared:
-        """The interleaved sequence of one episode from its clips' stacked log-mel: per turn
-        [role][text patches][one AUDIO token per stacked frame][turn end], after the criterion."""
+    def _assemble(self, episode: Episode, clips: list[np.ndarray], key: str = "audio_frames") -> Prepared:
+        """The interleaved sequence of one episode from its clips' stacked log-mel (key
+        "audio_frames") or their projections ("audio_embeds"): per turn [role][text patches]
+        [one AUDIO token per stacked frame][turn end], after the criterion."""
         p = self.config.bytes_per_token
         texts = [turn.text.encode("utf-8") if turn.text else b"" for turn in episode.turns]
         lengths = [1] + [2 + -(-len(text) // p) + len(clip) for text, clip in zip(texts, clips)]
@@ -291,14 +318,15 @@ class CompactRewardModel(RewardModel):
             at += length
         turn_segments = [bt.SEGMENT_CONTEXT] * (len(clips) - 1) + [bt.SEGMENT_FINAL] if clips else []
         seg = np.repeat(np.array([bt.SEGMENT_CRITERION, *turn_segments], dtype=np.int64), lengths)
-        stacked = np.concatenate(clips) if clips else np.zeros((0, self.config.frame_size), np.float32)
+        width = self.config.d_model if key == "audio_embeds" else self.config.frame_size
+        stacked = np.concatenate(clips) if clips else np.zeros((0, width), np.float32)
         excess = len(ids) - self.config.max_len
         if excess > 0:  # keep the criterion token and the last max_len - 1 tokens
             dropped_audio = int(np.count_nonzero(ids[1 : 1 + excess, 0] == bt.AUDIO))
             ids = np.concatenate([ids[:1], ids[1 + excess :]])
             seg = np.concatenate([seg[:1], seg[1 + excess :]])
             stacked = stacked[dropped_audio:]
-        return Prepared(len(ids), {"token_ids": ids, "segment_ids": seg, "audio_frames": stacked})
+        return Prepared(len(ids), {"token_ids": ids, "segment_ids": seg, key: stacked})
 
     def _padded_ids(self, items: Sequence[Prepared]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
         """token_ids [B, L, P], segment_ids and attention_mask [B, L] padded on padding_side, and
@@ -320,23 +348,36 @@ class CompactRewardModel(RewardModel):
             starts.append(start)
         return ids, seg, mask, starts
 
+    @staticmethod
+    def _audio_key(items: Sequence[Prepared]) -> str:
+        """"audio_embeds" when the items were prepared with inference=True, else "audio_frames"."""
+        keys = {"audio_embeds" if "audio_embeds" in item.inputs else "audio_frames" for item in items}
+        if len(keys) > 1:
+            raise ValueError("collate: a batch mixes items prepared with and without inference=True")
+        return keys.pop() if keys else "audio_frames"
+
     def collate(self, items: Sequence[Prepared]) -> dict[str, torch.Tensor]:
         """token_ids int64 [B, L, bytes_per_token]; segment_ids, attention_mask int64 [B, L];
         audio_frames float32 [N, F]: the stacked log-mel of every AUDIO position of the batch, in
         row-major order of those positions (packed: no zero rows for text and padding to write,
-        move and project). collate_dense gives the same batch with audio_frames [B, L, F]."""
+        move and project) — or audio_embeds float32 [N, d_model], their projections, for items
+        prepared with inference=True. collate_dense gives the batch with audio_frames [B, L, F]."""
         ids, seg, mask, _ = self._padded_ids(items)
-        frames = np.concatenate([item.inputs["audio_frames"] for item in items])
+        key = self._audio_key(items)
+        audio = np.concatenate([item.inputs[key] for item in items])
         return {
             "token_ids": torch.from_numpy(ids),
             "segment_ids": torch.from_numpy(seg),
             "attention_mask": torch.from_numpy(mask),
-            "audio_frames": torch.from_numpy(frames),
+            key: torch.from_numpy(audio),
         }
 
     def collate_dense(self, items: Sequence[Prepared]) -> dict[str, torch.Tensor]:
         """collate() with audio_frames float32 [B, L, F] (zeros except at audio positions): the
-        fixed-rank layout the ONNX / TensorRT exports take."""
+        fixed-rank layout the ONNX / TensorRT exports take (items prepared without inference)."""
+        if self._audio_key(items) != "audio_frames":
+            raise ValueError("collate_dense needs items prepared with inference=False (the exported graph "
+                             "takes log-mel frames, not their projections)")
         ids, seg, mask, starts = self._padded_ids(items)
         frames = np.zeros((*mask.shape, self.config.frame_size), dtype=np.float32)
         for b, (item, start) in enumerate(zip(items, starts)):
@@ -352,15 +393,20 @@ class CompactRewardModel(RewardModel):
 
     def hidden(self, batch: dict[str, torch.Tensor], attention: str = "sdpa") -> tuple[torch.Tensor, torch.Tensor]:
         """Last layer [B, L, D] and the attention mask [B, L]; audio_frames packed [N, F] (collate) or
-        dense [B, L, F] (collate_dense: dense ops only, exportable). attention="span" runs the
+        dense [B, L, F] (collate_dense: dense ops only, exportable), or audio_embeds [N, D] already
+        projected (collate of items prepared with inference=True). attention="span" runs the
         blocks' attention through sdscore.kernels.span_attention when every row's mask is one run
         of positions (as collate lays it out), SDPA otherwise; the states agree to ~1e-6."""
         if attention not in ("sdpa", "span"):
             raise ValueError(f"attention must be 'sdpa' or 'span', got {attention!r}")
         ids, mask = batch["token_ids"], batch["attention_mask"]
         keep = mask != 0
-        frames, is_audio = batch["audio_frames"], (ids[..., 0] == bt.AUDIO)[..., None]
-        audio = self.frame_proj(frames.to(self.frame_proj.weight.dtype))
+        is_audio = (ids[..., 0] == bt.AUDIO)[..., None]
+        if "audio_embeds" in batch:
+            frames = audio = batch["audio_embeds"].to(self.frame_proj.weight.dtype)
+        else:
+            frames = batch["audio_frames"]
+            audio = self.frame_proj(frames.to(self.frame_proj.weight.dtype))
         text = self.embed(ids + self.slot_offset).sum(2)  # [B, L, P, D] → [B, L, D]
         if frames.dim() == 2:  # packed [N, F] (collate): fill the audio positions in row-major order
             x = text.masked_scatter(is_audio, audio)

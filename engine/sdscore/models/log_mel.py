@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -103,8 +104,11 @@ CHUNK_FRAMES = 1024
 def stacked_log_mel_many(
     waves: list[np.ndarray], sample_rate: int, n_fft: int, hop_length: int, n_mels: int,
     fmin: float, fmax: float | None, top_db: float, frames_per_token: int,
+    transform: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> list[np.ndarray]:
     """Per clip float32 [ceil(frames / k), k * n_mels]: compressed log-mel, k frames per row.
+    With `transform` (rows [n, k * n_mels] -> [n, W], row by row, e.g. the compact model's frame
+    projection), per clip its transform of those rows, applied once per chunk of clips.
 
     Equal (to float rounding) to mel_power + compress on each clip alone, with the frame axis
     padded to a multiple of k by silence (floored). Clips run in chunks of about CHUNK_FRAMES
@@ -113,8 +117,8 @@ def stacked_log_mel_many(
     spectrum into its tokens in one pass (power, the mel filters' non-zero spans, a vectorised
     log10, the clip's own floor at its peak − top_db/10 decades, (x + 4) / 4, silence padding).
     """
-    width_f = frames_per_token * n_mels
-    out: list[np.ndarray] = [np.zeros((0, width_f), np.float32)] * len(waves)
+    empty = np.zeros((0, frames_per_token * n_mels), np.float32)
+    out: list[np.ndarray] = [empty if transform is None else transform(empty)] * len(waves)
     todo = [i for i in range(len(waves)) if len(waves[i])]
     window, _ = _stft_constants(sample_rate, n_fft, n_mels, fmin, fmax)
     window = window.numpy()
@@ -132,6 +136,8 @@ def stacked_log_mel_many(
         spec = torch.view_as_real(torch.fft.rfft(torch.from_numpy(blocks), dim=-1)).numpy()
         counts = np.asarray(frames[start:stop], dtype=np.int64)
         tokens = core.log_mel_tokens(spec, counts, filters, top_db, frames_per_token, threads)
+        if transform is not None:
+            tokens = transform(tokens)
         bounds = np.cumsum(-(-counts // frames_per_token))
         for i, a, b in zip(chunk, np.concatenate([[0], bounds[:-1]]), bounds):
             out[i] = tokens[a:b]

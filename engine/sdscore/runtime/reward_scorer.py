@@ -344,7 +344,10 @@ class RewardScorer:
                 loaded_waves.append(waves)
             except (SdscoreError, ValueError) as exc:
                 errors[pos] = f"{e.id or f'episode {int(indices[pos])}'}: {exc}"
-        for pos, item in zip(loaded, self.model.prepare_many([window[p] for p in loaded], loaded_waves)):
+        # the torch forward may take inputs prepared for inference (the compact model then projects
+        # each distinct clip once here); an exported graph takes the plain ones
+        prepared_items = self.model.prepare_many([window[p] for p in loaded], loaded_waves, inference=self.session is None)
+        for pos, item in zip(loaded, prepared_items):
             if isinstance(item, Exception):
                 errors[pos] = f"{window[pos].id or f'episode {int(indices[pos])}'}: {item}"
             else:
