@@ -2,10 +2,11 @@
 
 Each op validates its arguments, then runs a Triton kernel (CUDA tensors) or its torch reference
 (CPU, and the ONNX-export path); `impl="auto" | "triton" | "torch"` overrides the choice.
-`span_attention` is the exception: a CPU kernel of the compiled core (`impl="core"`) beside its
-torch reference.
+`span_attention` and `gelu_` are the exceptions: CPU kernels of the compiled core beside their
+torch references.
 """
 
+from .activations import gelu_
 from .pooling import attention_pool, last_token, masked_mean
 from .pooling_reference import (
     attention_pool_packed_reference,
@@ -20,6 +21,7 @@ from .span_attention import span_attention, span_attention_reference
 from .similarity_reference import group_cosine_reference, score_candidates_reference
 
 __all__ = [
+    "gelu_",
     "attention_pool",
     "attention_pool_packed_reference",
     "attention_pool_reference",

@@ -39,7 +39,7 @@ from torch.nn import functional as F
 
 from sdscore.atomic_write import atomic_path, write_json
 from sdscore.errors import AudioError, ModelError, SdscoreError
-from sdscore.kernels import span_attention
+from sdscore.kernels import gelu_, span_attention
 from sdscore.models import byte_tokens as bt
 from sdscore.models.checkpoint_files import (
     check_state_fits,
@@ -145,7 +145,8 @@ class _Block(nn.Module):
     def forward(self, x: torch.Tensor, attend: torch.Tensor, spans: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """x [B, L, D]; attend [B, 1, 1, L] bool (True = a key that may be attended). With `spans`
         (starts, lengths [B]: each row's attended positions, one run) attention runs in
-        sdscore.kernels.span_attention (the compiled core on the CPU) instead of torch SDPA."""
+        sdscore.kernels.span_attention instead of torch SDPA, and outside training and autograd the
+        GELU in sdscore.kernels.gelu_ (both the compiled core on the CPU)."""
         b, n, d = x.shape
         qkv = self.qkv(self.norm1(x))
         p = self.dropout if self.training else 0.0
@@ -156,6 +157,8 @@ class _Block(nn.Module):
             # no dropout on the attention probabilities: drawing a [B, H, L, L] mask dominates a CPU step
             a = F.scaled_dot_product_attention(q, k, v, attn_mask=attend).transpose(1, 2).reshape(b, n, d)
         x = x + F.dropout(self.out(a), p, self.training)
+        if spans is not None and not self.training and not torch.is_grad_enabled():  # GELU in place
+            return x + self.ff2(gelu_(self.ff1(self.norm2(x))))
         h = F.dropout(F.gelu(self.ff1(self.norm2(x))), p, self.training)
         return x + F.dropout(self.ff2(h), p, self.training)
 
