@@ -2,8 +2,10 @@
 // with the GIL released, and results are written straight into numpy arrays.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,9 +13,9 @@
 #include "batch_loader.hpp"
 #include "file_reader.hpp"
 #include "fir_kernels.hpp"
+#include "gelu.hpp"
 #include "log_mel.hpp"
 #include "resampler.hpp"
-#include "gelu.hpp"
 #include "parallel.hpp"
 #include "span_attention.hpp"
 #include "wav_decoder.hpp"
@@ -321,20 +323,31 @@ PYBIND11_MODULE(_core, m) {
         "[B, L, 3, H, D] (contiguous), row b attending among positions [starts[b], starts[b] + "
         "lengths[b]). Returns float32 [B, L, H, D], zero outside the spans. fp32 throughout; "
         "AVX2 kernel for D in {8, 16, 32, 64}, portable loops otherwise.");
-  m.def("gelu_", [](py::array_t<float> x, int64_t num_threads) {
+  m.def("gelu_", [](py::array_t<float> x, std::optional<py::array_t<float>> bias, int64_t num_threads) {
           if (!(x.flags() & py::array::c_style) || !x.writeable()) {
             throw std::invalid_argument("gelu_: x must be a writable, C-contiguous float32 array");
           }
           if (num_threads < 1) throw std::invalid_argument("gelu_: num_threads must be >= 1");
+          const size_t cols = x.ndim() > 0 ? static_cast<size_t>(x.shape(x.ndim() - 1)) : 1;
+          const float* b = nullptr;
+          if (bias) {
+            if (bias->ndim() != 1 || static_cast<size_t>(bias->shape(0)) != cols ||
+                !(bias->flags() & py::array::c_style)) {
+              throw std::invalid_argument("gelu_: bias must be a contiguous float32 vector of " +
+                                          std::to_string(cols) + " (x's last dimension)");
+            }
+            b = bias->data();
+          }
           float* data = x.mutable_data();
-          const auto n = static_cast<size_t>(x.size());
+          const size_t rows = cols ? static_cast<size_t>(x.size()) / cols : 0;
           {
             py::gil_scoped_release nogil;
-            gelu_inplace(data, n, static_cast<size_t>(num_threads));
+            gelu_inplace(data, rows, cols, b, static_cast<size_t>(num_threads));
           }
-        }, py::arg("x").noconvert(), py::arg("num_threads") = 1,
-        "Exact (erf) GELU of a writable C-contiguous float32 array, in place, on num_threads "
-        "threads: 0.5 x (1 + erf(x / sqrt(2))).");
+        }, py::arg("x").noconvert(), py::arg("bias").noconvert() = py::none(), py::arg("num_threads") = 1,
+        "Exact (erf) GELU of x + bias, in place: x a writable C-contiguous float32 array, bias "
+        "None or a float32 vector over x's last dimension; 0.5 v (1 + erf(v / sqrt(2))) with v = "
+        "x + bias, on num_threads threads.");
   m.def("gelu_isa", [] { return std::string(gelu_isa()); },
         "The instruction set gelu_ uses on this CPU.");
   m.def("span_attention_isa", [](int64_t head_size) {

@@ -7,9 +7,10 @@
 
 namespace sdscore {
 
-// x[i] = 0.5 * x[i] * (1 + erf(x[i] / sqrt(2))) for i in [0, n), on up to num_threads threads.
-// The vector path's erf is within ~1e-7 of the exact one; the portable path uses std::erf.
-void gelu_inplace(float* x, size_t n, size_t num_threads);
+// x = GELU(x + bias) in place, with GELU(v) = 0.5 v (1 + erf(v / sqrt(2))): x is rows x cols
+// (row-major), bias has cols entries or is null (no bias). On up to num_threads threads. The
+// vector path's erf is within ~1e-7 of the exact one; the portable path uses std::erf.
+void gelu_inplace(float* x, size_t rows, size_t cols, const float* bias, size_t num_threads);
 
 // "avx2+fma" when the vector path runs on this CPU, else "generic".
 const char* gelu_isa();

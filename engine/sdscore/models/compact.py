@@ -145,8 +145,10 @@ class _Block(nn.Module):
     def forward(self, x: torch.Tensor, attend: torch.Tensor, spans: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """x [B, L, D]; attend [B, 1, 1, L] bool (True = a key that may be attended). With `spans`
         (starts, lengths [B]: each row's attended positions, one run) attention runs in
-        sdscore.kernels.span_attention instead of torch SDPA, and outside training and autograd the
-        GELU in sdscore.kernels.gelu_ (both the compiled core on the CPU)."""
+        sdscore.kernels.span_attention (the compiled core on the CPU) instead of torch SDPA, and
+        outside training and autograd the whole block takes the fused path of `_infer`."""
+        if spans is not None and not self.training and not torch.is_grad_enabled():
+            return self._infer(x, spans)
         b, n, d = x.shape
         qkv = self.qkv(self.norm1(x))
         p = self.dropout if self.training else 0.0
@@ -157,10 +159,20 @@ class _Block(nn.Module):
             # no dropout on the attention probabilities: drawing a [B, H, L, L] mask dominates a CPU step
             a = F.scaled_dot_product_attention(q, k, v, attn_mask=attend).transpose(1, 2).reshape(b, n, d)
         x = x + F.dropout(self.out(a), p, self.training)
-        if spans is not None and not self.training and not torch.is_grad_enabled():  # GELU in place
-            return x + self.ff2(gelu_(self.ff1(self.norm2(x))))
         h = F.dropout(F.gelu(self.ff1(self.norm2(x))), p, self.training)
         return x + F.dropout(self.ff2(h), p, self.training)
+
+    def _infer(self, x: torch.Tensor, spans: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """forward() for inference with span attention, with fewer passes over memory: each residual
+        Linear accumulates its GEMM into (x + bias) in place (torch's addmm would first copy the
+        bias into a fresh output, then add x in another pass), and ff1's bias rides in the
+        compiled GELU. Equal to forward() up to float rounding."""
+        b, n, d = x.shape
+        qkv = self.qkv(self.norm1(x))
+        a = span_attention(qkv.view(b, n, 3, self.n_heads, d // self.n_heads), *spans).view(-1, d)
+        x = (x.reshape(-1, d) + self.out.bias).addmm_(a, self.out.weight.t())
+        h = gelu_(torch.mm(self.norm2(x), self.ff1.weight.t()), self.ff1.bias)
+        return (x + self.ff2.bias).addmm_(h, self.ff2.weight.t()).view(b, n, d)
 
 
 class CompactRewardModel(RewardModel):
