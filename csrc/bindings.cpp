@@ -229,6 +229,54 @@ py::array_t<float> log_mel_tokens_many(const FloatArray& spec,
   return out;
 }
 
+// Clips straight to their stacked log-mel tokens, one after another (FramePowerFft inside).
+py::array_t<float> log_mel_from_waves(const py::sequence& waves, int64_t n_fft, int64_t hop,
+                                      const FloatArray& window, const FloatArray& filters,
+                                      double top_db, int64_t frames_per_token, int64_t num_threads) {
+  if (n_fft < 2 || hop < 1 || frames_per_token < 1 || num_threads < 1) {
+    throw std::invalid_argument("log_mel_from_waves needs n_fft >= 2, hop >= 1, frames_per_token >= 1 "
+                                "and num_threads >= 1");
+  }
+  if (!FramePowerFft::supports(static_cast<size_t>(n_fft))) {
+    throw std::invalid_argument("log_mel_from_waves: n_fft=" + std::to_string(n_fft) +
+                                " is not supported here (see fused_log_mel_supported)");
+  }
+  if (window.ndim() != 1 || window.shape(0) != n_fft) {
+    throw std::invalid_argument("log_mel_from_waves: window must have n_fft=" + std::to_string(n_fft) + " samples");
+  }
+  const auto bins = static_cast<py::ssize_t>(n_fft / 2 + 1);
+  if (filters.ndim() != 2 || filters.shape(1) != bins) {
+    throw std::invalid_argument("log_mel_from_waves: filters must be [n_mels, " + std::to_string(bins) + "]");
+  }
+  const auto k = static_cast<size_t>(frames_per_token), hop_u = static_cast<size_t>(hop);
+  const auto n_mels = static_cast<size_t>(filters.shape(0));
+  std::vector<FloatArray> clips;
+  std::vector<size_t> first_token;
+  size_t tokens = 0;
+  for (size_t i = 0; i < waves.size(); ++i) {
+    clips.push_back(waves[i].cast<FloatArray>());
+    if (clips.back().ndim() != 1) {
+      throw std::invalid_argument("log_mel_from_waves: clip " + std::to_string(i) + " must be a 1-D waveform, got " +
+                                  std::to_string(clips.back().ndim()) + " dimensions");
+    }
+    first_token.push_back(tokens);
+    tokens += token_count(stft_frame_count(static_cast<size_t>(clips.back().shape(0)), hop_u), k);
+  }
+  const MelBands bands = make_mel_bands(filters.data(), n_mels, static_cast<size_t>(bins));
+  const FramePowerFft fft(static_cast<size_t>(n_fft), window.data());
+  py::array_t<float> out({static_cast<py::ssize_t>(tokens), static_cast<py::ssize_t>(k * n_mels)});
+  float* dst = out.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    parallel_for(clips.size(), static_cast<size_t>(num_threads), [&](size_t i) {
+      log_mel_tokens_from_wave(clips[i].data(), static_cast<size_t>(clips[i].shape(0)), fft,
+                               static_cast<size_t>(n_fft), hop_u, bands, static_cast<float>(top_db), k,
+                               dst + first_token[i] * k * n_mels);
+    });
+  }
+  return out;
+}
+
 // Softmax attention within each row's span of a padded batch; see span_attention.hpp.
 py::array_t<float> span_attention_array(
     const py::array_t<float, py::array::c_style>& qkv,
@@ -317,6 +365,17 @@ PYBIND11_MODULE(_core, m) {
         "float32 [sum(ceil(frames / k)), k * n_mels]. Per clip: log10 of the mel power "
         "(floored at 1e-10), floored at its peak - top_db / 10, then (x + 4) / 4; the last "
         "token is filled with silence. Clips are spread over num_threads threads.");
+  m.def("log_mel_from_waves", &log_mel_from_waves, py::arg("waves"), py::arg("n_fft"), py::arg("hop"),
+        py::arg("window"), py::arg("filters"), py::arg("top_db"), py::arg("frames_per_token"),
+        py::arg("num_threads") = 1,
+        "stft_frames + rFFT + log_mel_tokens in one pass per clip (an AVX2 FFT with 8 frames in "
+        "the lanes; no frames or spectrum buffers): the clips' tokens one after another, float32 "
+        "[sum(ceil((1 + len // hop) / k)), k * n_mels]. Only where fused_log_mel_supported(n_fft).");
+  m.def("fused_log_mel_supported", [](int64_t n_fft) {
+          return n_fft > 0 && FramePowerFft::supports(static_cast<size_t>(n_fft));
+        }, py::arg("n_fft"),
+        "True when log_mel_from_waves runs for this n_fft on this CPU (AVX2+FMA, SDSCORE_DISABLE_SIMD "
+        "unset, n_fft even with n_fft / 2 a product of 2, 3 and 5).");
   m.def("span_attention", &span_attention_array, py::arg("qkv"), py::arg("starts"),
         py::arg("lengths"), py::arg("scale"), py::arg("num_threads") = 1,
         "Bidirectional softmax attention within each row's span of a padded batch: qkv float32 "

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "frame_fft.hpp"
 #include "simd.hpp"
 
 namespace sdscore {
@@ -123,24 +124,8 @@ void mel_rows_generic(const float* spec, size_t lanes, const MelBands& bands, fl
 }
 
 #ifdef SDSCORE_HAVE_AVX2_KERNELS
-// In place: rows r[0..8) become columns.
-SDSCORE_TARGET_AVX2 inline void transpose8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-  }
-}
+SDSCORE_TARGET_AVX2 void mel_from_power_avx2(const float* power_t, size_t lanes, const MelBands& bands,
+                                             float* mel_t, float* out);
 
 // mel_rows_generic with AVX2+FMA: the power of 8 frames x 8 bins per step (squares, a
 // horizontal add, a transpose to [bin][frame]), each filter as FMAs over its bins for 32 frames
@@ -171,6 +156,15 @@ SDSCORE_TARGET_AVX2 void mel_rows_avx2(const float* spec, size_t lanes, const Me
         power_t[b * kLanes + g * 8 + l] =
             row[l][2 * b] * row[l][2 * b] + row[l][2 * b + 1] * row[l][2 * b + 1];
   }
+  mel_from_power_avx2(power_t, lanes, bands, mel_t, out);
+}
+
+// The filters over power_t ([n_bins][kLanes], lanes = frames), floored at 1e-10, into `lanes`
+// rows of out; mel_t: [n_mels][kLanes] scratch.
+SDSCORE_TARGET_AVX2 void mel_from_power_avx2(const float* power_t, size_t lanes, const MelBands& bands,
+                                             float* mel_t, float* out) {
+  constexpr size_t G = kLanes / 8;
+  const size_t n_mels = bands.n_mels;
   const __m256 tiny = _mm256_set1_ps(1e-10f);
   for (size_t m = 0; m < n_mels; ++m) {
     const float* w = bands.weights.data() + bands.offset[m];
@@ -208,6 +202,16 @@ MelRowsFn pick_mel_rows() {
   return mel_rows_generic;
 }
 
+// log10, the clip's floor at its peak - top_db / 10, (x + 4) / 4, then silence up to a whole
+// token: the rows of out after the mel filters.
+void finish_tokens(float* out, size_t frames, size_t n_mels, float top_db, size_t k) {
+  log10_rows(out, n_mels * frames);
+  const float floor = peak_of(out, n_mels * frames) - top_db / 10.0f;
+  compress_rows(out, n_mels * frames, floor);
+  const float silence = ((floor > -10.0f ? floor : -10.0f) + 4.0f) * 0.25f;
+  std::fill(out + n_mels * frames, out + n_mels * token_count(frames, k) * k, silence);
+}
+
 }  // namespace
 
 void log_mel_tokens(const float* spec, size_t frames, const MelBands& bands, float top_db,
@@ -220,11 +224,38 @@ void log_mel_tokens(const float* spec, size_t frames, const MelBands& bands, flo
     mel_rows(spec + 2 * n_bins * t, std::min(kLanes, frames - t), bands, scratch.data(),
              out + n_mels * t);
   }
-  log10_rows(out, n_mels * frames);
-  const float floor = peak_of(out, n_mels * frames) - top_db / 10.0f;
-  compress_rows(out, n_mels * frames, floor);
-  const float silence = ((floor > -10.0f ? floor : -10.0f) + 4.0f) * 0.25f;
-  std::fill(out + n_mels * frames, out + n_mels * token_count(frames, k) * k, silence);
+  finish_tokens(out, frames, n_mels, top_db, k);
+}
+
+void log_mel_tokens_from_wave(const float* x, size_t n, const FramePowerFft& fft, size_t n_fft,
+                              size_t hop, const MelBands& bands, float top_db, size_t k, float* out) {
+#ifdef SDSCORE_HAVE_AVX2_KERNELS
+  const size_t n_mels = bands.n_mels, n_bins = bands.n_bins;
+  const size_t frames = stft_frame_count(n, hop);
+  // the clip with n_fft / 2 zeros in front and enough behind for every lane of the last group
+  const size_t groups = (frames + 7) / 8;
+  const size_t front = n_fft / 2;
+  thread_local std::vector<float> padded, fft_scratch, power_t, mel_t;
+  padded.assign(std::max(front + n + front, (groups * 8 - 1) * hop + n_fft), 0.0f);
+  std::copy(x, x + n, padded.begin() + static_cast<ptrdiff_t>(front));
+  fft_scratch.resize(fft.scratch_floats());
+  power_t.resize(n_bins * kLanes);
+  mel_t.resize(n_mels * kLanes);
+  for (size_t t = 0; t < frames; t += kLanes) {
+    const size_t lanes = std::min(kLanes, frames - t);
+    for (size_t g = 0; g < kLanes / 8; ++g) {
+      if (g * 8 < lanes) {
+        fft.power8(padded.data() + (t + g * 8) * hop, hop, power_t.data() + g * 8, kLanes, fft_scratch.data());
+      } else {
+        for (size_t b = 0; b < n_bins; ++b) std::fill_n(power_t.data() + b * kLanes + g * 8, 8, 0.0f);
+      }
+    }
+    mel_from_power_avx2(power_t.data(), lanes, bands, mel_t.data(), out + n_mels * t);
+  }
+  finish_tokens(out, frames, n_mels, top_db, k);
+#else
+  (void)x, (void)n, (void)fft, (void)n_fft, (void)hop, (void)bands, (void)top_db, (void)k, (void)out;
+#endif
 }
 
 }  // namespace sdscore

@@ -1,13 +1,17 @@
-// The compact reward model's log-mel front end around the FFT: windowed STFT frames of many
-// clips into one buffer, and from their spectra to stacked, compressed log-mel tokens in one
-// pass (power, sparse mel filters, log10, the clip's 80 dB floor, Whisper's (x + 4) / 4,
-// silence-filled frames up to a whole token). The FFT itself runs in between (torch.fft.rfft,
-// MKL). Equal, up to float rounding, to engine/sdscore/models/log_mel.py's torch reference.
+// The compact reward model's log-mel front end: from clips to stacked, compressed log-mel tokens
+// (power, sparse mel filters, log10, the clip's 80 dB floor, Whisper's (x + 4) / 4,
+// silence-filled frames up to a whole token). With AVX2 and an n_fft whose half is a product of
+// 2, 3 and 5, all of it in one pass per clip (log_mel_tokens_from_wave, FFT in frame_fft.hpp);
+// otherwise in two steps around torch.fft.rfft: windowed frames of many clips into one buffer,
+// then their spectra to tokens. Equal, up to float rounding, to engine/sdscore/models/
+// log_mel.py's torch reference.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "frame_fft.hpp"
 
 namespace sdscore {
 
@@ -38,5 +42,12 @@ inline size_t token_count(size_t frames, size_t k) { return (frames + k - 1) / k
 // frames must be >= 1.
 void log_mel_tokens(const float* spec, size_t frames, const MelBands& bands, float top_db,
                     size_t k, float* out);
+
+// log_mel_tokens of one clip straight from its n samples: frames (centred, zero-padded, hop
+// apart), their power spectra by `fft` (FramePowerFft(n_fft, window); only when
+// FramePowerFft::supports(n_fft)), the mel filters and the rest as above. No frames or spectrum
+// buffer: everything between the samples and the tokens stays in per-thread scratch.
+void log_mel_tokens_from_wave(const float* x, size_t n, const FramePowerFft& fft, size_t n_fft,
+                              size_t hop, const MelBands& bands, float top_db, size_t k, float* out);
 
 }  // namespace sdscore

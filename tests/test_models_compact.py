@@ -509,6 +509,54 @@ def test_front_end_portable_loops_agree_with_the_vector_kernel(tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), vector, atol=1e-6, rtol=0)
 
 
+def _two_step_tokens(waves, n_fft, hop, window, filters, k=8):
+    """stft_frames + torch.fft.rfft + log_mel_tokens: the core's path without its own FFT."""
+    from sdscore import _core
+
+    spec = torch.view_as_real(torch.fft.rfft(torch.from_numpy(_core.stft_frames(waves, n_fft, hop, window)), dim=-1))
+    counts = np.array([1 + len(w) // hop for w in waves], dtype=np.int64)
+    return _core.log_mel_tokens(spec.numpy(), counts, filters, 80.0, k)
+
+
+@pytest.mark.parametrize("n_fft, hop", [(400, 160), (512, 128), (480, 100), (30, 7), (6, 1)])
+def test_fused_front_end_equals_the_two_step_path(n_fft, hop):
+    """log_mel_from_waves (AVX2 FFT with 8 frames in the lanes, radices 4/2/3/5, n_fft not a
+    multiple of 8 too) gives the tokens of frames + torch rFFT + log_mel_tokens, on ragged clips
+    whose frame counts fall on and around multiples of 8 and 32; thread counts agree bit for bit."""
+    from sdscore import _core
+
+    if not _core.fused_log_mel_supported(n_fft):
+        pytest.skip("no AVX2+FMA here (the fused front end is not built for this CPU)")
+    rng = np.random.default_rng(n_fft)
+    lengths = [1, hop - 1, hop, 7 * hop, 8 * hop - 1, 31 * hop, 32 * hop, 33 * hop + 5, 100 * hop + 3]
+    waves = [(rng.standard_normal(n) * rng.uniform(1e-3, 3)).astype(np.float32) for n in lengths]
+    window = np.hanning(n_fft + 1)[:n_fft].astype(np.float32)
+    filters = mel_filterbank(SR, n_fft, 16 if n_fft < 64 else 64, 0.0, 8000.0)
+    fused = _core.log_mel_from_waves(waves, n_fft, hop, window, filters, 80.0, 8, 1)
+    np.testing.assert_allclose(fused, _two_step_tokens(waves, n_fft, hop, window, filters), atol=2e-5, rtol=0)
+    np.testing.assert_array_equal(_core.log_mel_from_waves(waves, n_fft, hop, window, filters, 80.0, 8, 3), fused)
+
+
+def test_fused_front_end_support_and_errors():
+    from sdscore import _core
+
+    assert not _core.fused_log_mel_supported(398)  # 199 is prime
+    assert not _core.fused_log_mel_supported(401) and not _core.fused_log_mel_supported(0)
+    if not _core.fused_log_mel_supported(400):
+        pytest.skip("no AVX2+FMA here")
+    window, filters = np.hanning(400).astype(np.float32), np.ones((64, 201), np.float32)
+    with pytest.raises(ValueError, match="n_fft=398 is not supported here"):
+        _core.log_mel_from_waves([np.zeros(500, np.float32)], 398, 160, window[:398], filters[:, :200], 80.0, 8)
+    with pytest.raises(ValueError, match="clip 1 must be a 1-D waveform"):
+        _core.log_mel_from_waves([np.zeros(500, np.float32), np.zeros((2, 5), np.float32)], 400, 160, window,
+                                 filters, 80.0, 8)
+    with pytest.raises(ValueError, match=r"filters must be \[n_mels, 201\]"):
+        _core.log_mel_from_waves([np.zeros(500, np.float32)], 400, 160, window, filters[:, :200], 80.0, 8)
+    with pytest.raises(ValueError, match="window must have n_fft=400 samples"):
+        _core.log_mel_from_waves([np.zeros(500, np.float32)], 400, 160, window[:10], filters, 80.0, 8)
+    assert _core.log_mel_from_waves([], 400, 160, window, filters, 80.0, 8).shape == (0, 512)
+
+
 def test_front_end_core_names_bad_arguments():
     from sdscore import _core
 

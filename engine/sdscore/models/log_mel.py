@@ -7,7 +7,8 @@ without depending on it. The log compression is Whisper's: log10, an 8-decade (8
 below the clip's peak, then (x + 4) / 4, which keeps values near [-1.5, 1.5].
 
 `mel_power` / `log_mel` (torch.stft, dense mel GEMM) are the reference; `stacked_log_mel_many`,
-what the model runs, does the same in the compiled core around one batched rFFT.
+what the model runs, does the same in the compiled core (with its own vectorised FFT where it
+can, else around one batched torch rFFT).
 """
 
 from __future__ import annotations
@@ -97,8 +98,11 @@ def compress(mel: np.ndarray, top_db: float = 80.0) -> np.ndarray:
     return ((np.maximum(log, floor) + 4.0) / 4.0).astype(np.float32)
 
 
-#: STFT frames per front-end call (~1.6 MB of frames and as much spectrum, so both stay in cache)
+#: STFT frames per front-end call (the two-step path: ~1.6 MB of frames and as much spectrum, so
+#: both stay in cache; the fused path keeps no such buffers and takes larger chunks, for balance
+#: across threads and fewer calls)
 CHUNK_FRAMES = 1024
+FUSED_CHUNK_FRAMES = 4096
 
 
 def stacked_log_mel_many(
@@ -111,11 +115,14 @@ def stacked_log_mel_many(
     projection), per clip its transform of those rows, applied once per chunk of clips.
 
     Equal (to float rounding) to mel_power + compress on each clip alone, with the frame axis
-    padded to a multiple of k by silence (floored). Clips run in chunks of about CHUNK_FRAMES
-    frames through three steps: the compiled core writes every clip's windowed, centred frames
-    into one buffer; torch.fft.rfft transforms them all at once; the core then turns each clip's
-    spectrum into its tokens in one pass (power, the mel filters' non-zero spans, a vectorised
-    log10, the clip's own floor at its peak − top_db/10 decades, (x + 4) / 4, silence padding).
+    padded to a multiple of k by silence (floored). Clips run in chunks, spread over torch's
+    threads. Where the compiled core has its fused front end for this n_fft (AVX2; n_fft / 2 a
+    product of 2, 3 and 5, as 400 is), one call per chunk does everything, the FFT included, with
+    eight frames per vector and nothing but the tokens written to memory. Otherwise three steps:
+    the core writes every clip's windowed, centred frames into one buffer; torch.fft.rfft
+    transforms them all at once; the core turns each clip's spectrum into its tokens (power, the
+    mel filters' non-zero spans, a vectorised log10, the clip's own floor at its peak − top_db/10
+    decades, (x + 4) / 4, silence padding).
     """
     empty = np.zeros((0, frames_per_token * n_mels), np.float32)
     out: list[np.ndarray] = [empty if transform is None else transform(empty)] * len(waves)
@@ -125,17 +132,23 @@ def stacked_log_mel_many(
     filters = mel_filterbank(sample_rate, n_fft, n_mels, fmin, fmax)
     frames = [1 + len(waves[i]) // hop_length for i in todo]
     threads = torch.get_num_threads()
+    fused = core.fused_log_mel_supported(n_fft)
+    limit = FUSED_CHUNK_FRAMES if fused else CHUNK_FRAMES
     start = 0
     while start < len(todo):
         stop, total = start + 1, frames[start]
-        while stop < len(todo) and total + frames[stop] <= CHUNK_FRAMES:
+        while stop < len(todo) and total + frames[stop] <= limit:
             total += frames[stop]
             stop += 1
         chunk = todo[start:stop]
-        blocks = core.stft_frames([waves[i] for i in chunk], n_fft, hop_length, window, threads)
-        spec = torch.view_as_real(torch.fft.rfft(torch.from_numpy(blocks), dim=-1)).numpy()
         counts = np.asarray(frames[start:stop], dtype=np.int64)
-        tokens = core.log_mel_tokens(spec, counts, filters, top_db, frames_per_token, threads)
+        clips = [waves[i] for i in chunk]
+        if fused:
+            tokens = core.log_mel_from_waves(clips, n_fft, hop_length, window, filters, top_db, frames_per_token, threads)
+        else:
+            blocks = core.stft_frames(clips, n_fft, hop_length, window, threads)
+            spec = torch.view_as_real(torch.fft.rfft(torch.from_numpy(blocks), dim=-1)).numpy()
+            tokens = core.log_mel_tokens(spec, counts, filters, top_db, frames_per_token, threads)
         if transform is not None:
             tokens = transform(tokens)
         bounds = np.cumsum(-(-counts // frames_per_token))
