@@ -15,7 +15,12 @@ from computing something else.
 
 Models: the shipped compact demo model, and a tiny random-weight model in SDiaReward's
 Qwen2.5-Omni thinker layout (its processor pads each clip to 30 s, as theirs does). On CUDA the
-same rows run on the GPU (bf16 for the scorer, as the authors' evaluator uses bf16 there too).
+same rows run on the GPU (bf16 for the scorer, as the authors' evaluator uses bf16 there too),
+plus a random-weight model of Qwen2.5-Omni-3B's thinker shape in bf16 (its 3.09 B-parameter
+language model and 0.64 B audio tower; built in memory, no checkpoint): the scorer against the
+loop, and its MFU — the FLOPs of one scoring pass (counted by torch.utils.flop_counter over the
+actual forward, padding included) per second, over the rate of a large bf16 matmul measured on
+the same GPU in the same run.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from common import WORDS, Row, parser, render_tts, report  # noqa: E402
+from common import WORDS, Row, best_seconds, parser, render_tts, report  # noqa: E402
 
 from sdscore.models.base import RewardModel  # noqa: E402
 from sdscore.models.episodes import Episode, Turn  # noqa: E402
@@ -177,6 +182,60 @@ def tiny_qwen_model(folder: Path) -> RewardModel:
     return load_reward_model(folder / "ckpt", base=folder / "base")
 
 
+def omni_3b_model(folder: Path, device: str) -> RewardModel:
+    """SDiaReward adapter over a random bf16 thinker of Qwen2.5-Omni-3B's shape, on `device`; the
+    tokenizer, feature extractor, chat template and system prompt come from the tiny layout."""
+    from tiny_reward_models import OMNI_3B_SIZES, build_tiny_sdiareward, tiny_thinker_config
+    from transformers import Qwen2_5OmniThinkerModel
+
+    from sdscore.models.sdiareward_qwen import SDiaRewardQwenOmni
+
+    ckpt, base = build_tiny_sdiareward(folder / "ckpt-3b", folder / "base-3b")
+    tiny = load_reward_model(ckpt, base=base)
+    config = tiny_thinker_config(tiny.tokenizer, OMNI_3B_SIZES)
+    with torch.device(device):
+        backbone = Qwen2_5OmniThinkerModel._from_config(config, dtype=torch.bfloat16, attn_implementation="sdpa")
+    model = SDiaRewardQwenOmni(backbone, tiny.tokenizer, tiny.feature_extractor, tiny.chat_template,
+                               tiny.system_prompt)
+    return model.to(device=device, dtype=torch.bfloat16).eval()
+
+
+def counted_flops(fn: Callable[[], object]) -> int:
+    """FLOPs of the torch ops fn() runs (matmuls, convolutions, attention), counted by
+    torch.utils.flop_counter.FlopCounterMode."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return int(counter.get_total_flops())
+
+
+def matmul_flops_per_second(device: str, dtype: torch.dtype = torch.bfloat16, n: int = 8192, repeats: int = 20) -> float:
+    """The rate of an n x n x n matmul in `dtype` on `device` (best of `repeats`): the MFU denominator."""
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    best = float("inf")
+    for _ in range(repeats + 1):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        a @ b
+        if device == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
+
+
+def mfu_row(name: str, model: RewardModel, pairs, repeats: int, max_batch: int, device: str) -> Row:
+    """Achieved FLOP/s of score_pairs (counted FLOPs / best time) against the measured matmul rate."""
+    with RewardScorer(model, device=device, max_batch=max_batch) as scorer:
+        ours(scorer, pairs)  # warm-up
+        flops = counted_flops(lambda: ours(scorer, pairs))
+        seconds = best_seconds(lambda: ours(scorer, pairs), repeats)
+    peak = matmul_flops_per_second(device, next(model.parameters()).dtype)
+    return Row(f"{name}: achieved vs {device} matmul TFLOP/s (ratio = MFU)", "TFLOP/s", flops / seconds / 1e12, peak / 1e12)
+
+
 def main() -> None:
     args = parser(__doc__.splitlines()[0]).parse_args()
     repeats = args.repeats or (1 if args.quick else 3)
@@ -191,6 +250,11 @@ def main() -> None:
         rows = model_rows("compact demo model", compact_model(), pairs, repeats, 16, device, workers)
         qwen_pairs = pairs[: 6 if args.quick else 24]
         rows += model_rows("tiny SDiaReward-layout model", tiny_qwen_model(Path(folder)), qwen_pairs, repeats, 8, device)
+        if device == "cuda":  # unverified: no GPU has been lent to this project yet
+            name = "Qwen2.5-Omni-3B-shaped model (bf16)"
+            big = omni_3b_model(Path(folder), device)
+            rows += model_rows(name, big, qwen_pairs, repeats, 8, device)
+            rows.append(mfu_row(name, big, qwen_pairs, repeats, 8, device))
     report("reward: batched scoring vs the one-sample evaluator loop", rows, args.json)
 
 

@@ -88,26 +88,45 @@ def byte_level_tokenizer(special_tokens, named_tokens=None, eos="<|im_end|>", pa
     return tokenizer
 
 
-def tiny_thinker_config(tokenizer):
-    """A Qwen2.5-Omni thinker config with a 1-layer audio tower, a 1-block ViT and a 2-layer LM (H=32)."""
+TINY_SIZES = {
+    "audio": {"num_mel_bins": 128, "encoder_layers": 1, "encoder_attention_heads": 2, "encoder_ffn_dim": 32,
+              "d_model": 16, "output_dim": 32, "max_source_positions": 1500, "n_window": 100},
+    "vision": {"depth": 1, "hidden_size": 16, "intermediate_size": 32, "num_heads": 2, "out_hidden_size": 32,
+               "fullatt_block_indexes": [0], "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
+    "text": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "mrope_section": [2, 1, 1]},
+}
+
+#: Qwen2.5-Omni-3B's thinker: its language model (Qwen2.5-3B: 36 layers of 2048, GQA 16/2 heads of
+#: 128, MLP 11008, 151936-token vocabulary) and its Whisper-large-v3-sized audio tower (32 layers of
+#: 1280, 20 heads, FFN 5120, projected to 2048). The vision tower stays at one tiny block: audio
+#: episodes never run it.
+OMNI_3B_SIZES = {
+    "audio": {"num_mel_bins": 128, "encoder_layers": 32, "encoder_attention_heads": 20, "encoder_ffn_dim": 5120,
+              "d_model": 1280, "output_dim": 2048, "max_source_positions": 1500, "n_window": 100},
+    "vision": {**TINY_SIZES["vision"], "out_hidden_size": 2048},
+    "text": {"hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36, "num_attention_heads": 16,
+             "num_key_value_heads": 2, "mrope_section": [16, 24, 24], "vocab_size": 151936},
+}
+
+
+def tiny_thinker_config(tokenizer, sizes=None):
+    """A Qwen2.5-Omni thinker config wired to `tokenizer`'s special tokens; sizes: TINY_SIZES (a
+    1-layer audio tower, a 1-block ViT and a 2-layer LM with H=32, the default) or OMNI_3B_SIZES."""
     from transformers import Qwen2_5OmniThinkerConfig
 
+    sizes = sizes or TINY_SIZES
+    text = dict(sizes["text"])
+    mrope = text.pop("mrope_section")
     ids = tokenizer.convert_tokens_to_ids
     return Qwen2_5OmniThinkerConfig(
-        audio_config={
-            "num_mel_bins": 128, "encoder_layers": 1, "encoder_attention_heads": 2, "encoder_ffn_dim": 32,
-            "d_model": 16, "output_dim": 32, "max_source_positions": 1500, "n_window": 100,
-        },
-        vision_config={
-            "depth": 1, "hidden_size": 16, "intermediate_size": 32, "num_heads": 2, "out_hidden_size": 32,
-            "fullatt_block_indexes": [0], "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
-        },
+        audio_config=dict(sizes["audio"]),
+        vision_config=dict(sizes["vision"]),
         text_config={
-            "vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 32768,
-            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [2, 1, 1]},
+            "vocab_size": len(tokenizer), "max_position_embeddings": 32768,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": mrope},
             "pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id,
-            "tie_word_embeddings": False,
+            "tie_word_embeddings": False, **text,
         },
         audio_token_index=ids("<|AUDIO|>"), image_token_index=ids("<|IMAGE|>"), video_token_index=ids("<|VIDEO|>"),
         audio_start_token_id=ids("<|audio_bos|>"), audio_end_token_id=ids("<|audio_eos|>"),
