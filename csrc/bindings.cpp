@@ -269,9 +269,8 @@ py::array_t<float> log_mel_from_waves(const py::sequence& waves, int64_t n_fft, 
   {
     py::gil_scoped_release nogil;
     parallel_for(clips.size(), static_cast<size_t>(num_threads), [&](size_t i) {
-      log_mel_tokens_from_wave(clips[i].data(), static_cast<size_t>(clips[i].shape(0)), fft,
-                               static_cast<size_t>(n_fft), hop_u, bands, static_cast<float>(top_db), k,
-                               dst + first_token[i] * k * n_mels);
+      log_mel_tokens_from_wave(clips[i].data(), static_cast<size_t>(clips[i].shape(0)), fft, hop_u, bands,
+                               static_cast<float>(top_db), k, dst + first_token[i] * k * n_mels);
     });
   }
   return out;

@@ -201,6 +201,7 @@ SDSCORE_TARGET_AVX2 void FramePowerFft::power8(const float* x, size_t hop, float
   }
 }
 #else
+// Without AVX2 kernels supports() is false and nothing calls this.
 void FramePowerFft::power8(const float*, size_t, float*, size_t, float*) const {}
 #endif
 

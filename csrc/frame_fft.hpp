@@ -19,8 +19,9 @@ class FramePowerFft {
   // Call only when supports(n_fft); window has n_fft samples.
   FramePowerFft(size_t n_fft, const float* window);
 
+  size_t n_fft() const { return n_fft_; }
   size_t bins() const { return half_ + 1; }
-  size_t scratch_floats() const { return 4 * half_ * 8 + 8 * n_fft_; }
+  size_t scratch_floats() const { return 4 * half_ * 8; }  // two ping-pong buffers, re and im
 
   // Frame l (0..7) is x[l * hop + j] * window[j], j < n_fft (the caller pads x so every read is
   // in bounds). Writes |X_l[b]|^2 to power[b * stride + l] for b < bins(). scratch: a

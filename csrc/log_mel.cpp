@@ -227,14 +227,14 @@ void log_mel_tokens(const float* spec, size_t frames, const MelBands& bands, flo
   finish_tokens(out, frames, n_mels, top_db, k);
 }
 
-void log_mel_tokens_from_wave(const float* x, size_t n, const FramePowerFft& fft, size_t n_fft,
-                              size_t hop, const MelBands& bands, float top_db, size_t k, float* out) {
+void log_mel_tokens_from_wave(const float* x, size_t n, const FramePowerFft& fft, size_t hop,
+                              const MelBands& bands, float top_db, size_t k, float* out) {
 #ifdef SDSCORE_HAVE_AVX2_KERNELS
   const size_t n_mels = bands.n_mels, n_bins = bands.n_bins;
   const size_t frames = stft_frame_count(n, hop);
   // the clip with n_fft / 2 zeros in front and enough behind for every lane of the last group
   const size_t groups = (frames + 7) / 8;
-  const size_t front = n_fft / 2;
+  const size_t n_fft = fft.n_fft(), front = n_fft / 2;
   thread_local std::vector<float> padded, fft_scratch, power_t, mel_t;
   padded.assign(std::max(front + n + front, (groups * 8 - 1) * hop + n_fft), 0.0f);
   std::copy(x, x + n, padded.begin() + static_cast<ptrdiff_t>(front));
@@ -254,7 +254,7 @@ void log_mel_tokens_from_wave(const float* x, size_t n, const FramePowerFft& fft
   }
   finish_tokens(out, frames, n_mels, top_db, k);
 #else
-  (void)x, (void)n, (void)fft, (void)n_fft, (void)hop, (void)bands, (void)top_db, (void)k, (void)out;
+  (void)x, (void)n, (void)fft, (void)hop, (void)bands, (void)top_db, (void)k, (void)out;
 #endif
 }
 

@@ -47,7 +47,7 @@ void log_mel_tokens(const float* spec, size_t frames, const MelBands& bands, flo
 // apart), their power spectra by `fft` (FramePowerFft(n_fft, window); only when
 // FramePowerFft::supports(n_fft)), the mel filters and the rest as above. No frames or spectrum
 // buffer: everything between the samples and the tokens stays in per-thread scratch.
-void log_mel_tokens_from_wave(const float* x, size_t n, const FramePowerFft& fft, size_t n_fft,
-                              size_t hop, const MelBands& bands, float top_db, size_t k, float* out);
+void log_mel_tokens_from_wave(const float* x, size_t n, const FramePowerFft& fft, size_t hop,
+                              const MelBands& bands, float top_db, size_t k, float* out);
 
 }  // namespace sdscore

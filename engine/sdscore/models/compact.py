@@ -365,7 +365,8 @@ class CompactRewardModel(RewardModel):
 
     @staticmethod
     def _audio_key(items: Sequence[Prepared]) -> str:
-        """"audio_embeds" when the items were prepared with inference=True, else "audio_frames"."""
+        """The audio input key of a batch: items prepared with inference=True hold "audio_embeds",
+        others "audio_frames"; a mix is refused."""
         keys = {"audio_embeds" if "audio_embeds" in item.inputs else "audio_frames" for item in items}
         if len(keys) > 1:
             raise ValueError("collate: a batch mixes items prepared with and without inference=True")
@@ -417,13 +418,14 @@ class CompactRewardModel(RewardModel):
         ids, mask = batch["token_ids"], batch["attention_mask"]
         keep = mask != 0
         is_audio = (ids[..., 0] == bt.AUDIO)[..., None]
-        if "audio_embeds" in batch:
-            frames = audio = batch["audio_embeds"].to(self.frame_proj.weight.dtype)
+        dtype = self.frame_proj.weight.dtype
+        if "audio_embeds" in batch:  # projected at prepare time, packed [N, D]
+            audio, packed = batch["audio_embeds"].to(dtype), True
         else:
             frames = batch["audio_frames"]
-            audio = self.frame_proj(frames.to(self.frame_proj.weight.dtype))
+            audio, packed = self.frame_proj(frames.to(dtype)), frames.dim() == 2
         text = self.embed(ids + self.slot_offset).sum(2)  # [B, L, P, D] → [B, L, D]
-        if frames.dim() == 2:  # packed [N, F] (collate): fill the audio positions in row-major order
+        if packed:  # [N, ·] (collate): fill the audio positions in row-major order
             x = text.masked_scatter(is_audio, audio)
         else:  # dense [B, L, F] (collate_dense, the exported graph)
             x = torch.where(is_audio, audio, text)
