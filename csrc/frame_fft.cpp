@@ -1,7 +1,7 @@
 #include "frame_fft.hpp"
 
 #include <cmath>
-#include <cstring>
+#include <utility>
 
 #include "simd.hpp"
 
