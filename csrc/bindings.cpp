@@ -15,8 +15,8 @@
 #include "fir_kernels.hpp"
 #include "gelu.hpp"
 #include "log_mel.hpp"
-#include "resampler.hpp"
 #include "parallel.hpp"
+#include "resampler.hpp"
 #include "span_attention.hpp"
 #include "wav_decoder.hpp"
 
@@ -140,6 +140,21 @@ py::tuple load_many(const py::sequence& paths, int64_t sample_rate, int64_t num_
 
 using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
 
+// Each item of `waves` as a contiguous float32 array; invalid_argument naming `fn` and the clip
+// when one is not 1-D.
+std::vector<FloatArray> mono_clips(const py::sequence& waves, const char* fn) {
+  std::vector<FloatArray> clips;
+  clips.reserve(waves.size());
+  for (size_t i = 0; i < waves.size(); ++i) {
+    clips.push_back(waves[i].cast<FloatArray>());
+    if (clips.back().ndim() != 1) {
+      throw std::invalid_argument(std::string(fn) + ": clip " + std::to_string(i) + " must be a 1-D waveform, got " +
+                                  std::to_string(clips.back().ndim()) + " dimensions");
+    }
+  }
+  return clips;
+}
+
 // Windowed frames of a centred STFT of every clip, one after another: [sum(1 + n / hop), n_fft].
 py::array_t<float> stft_frames(const py::sequence& waves, int64_t n_fft, int64_t hop,
                                const FloatArray& window, int64_t num_threads) {
@@ -152,19 +167,12 @@ py::array_t<float> stft_frames(const py::sequence& waves, int64_t n_fft, int64_t
                                 " samples");
   }
   if (num_threads < 1) throw std::invalid_argument("stft_frames: num_threads must be >= 1");
-  std::vector<FloatArray> clips;
-  clips.reserve(waves.size());
+  const std::vector<FloatArray> clips = mono_clips(waves, "stft_frames");
   std::vector<size_t> first_row;  // clip i's frames start at this row
   size_t rows = 0;
-  for (size_t i = 0; i < waves.size(); ++i) {
-    clips.push_back(waves[i].cast<FloatArray>());
-    if (clips.back().ndim() != 1) {
-      throw std::invalid_argument("stft_frames: clip " + std::to_string(i) +
-                                  " must be a 1-D waveform, got " +
-                                  std::to_string(clips.back().ndim()) + " dimensions");
-    }
+  for (const FloatArray& clip : clips) {
     first_row.push_back(rows);
-    rows += stft_frame_count(static_cast<size_t>(clips.back().shape(0)), static_cast<size_t>(hop));
+    rows += stft_frame_count(static_cast<size_t>(clip.shape(0)), static_cast<size_t>(hop));
   }
   py::array_t<float> out({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(n_fft)});
   float* dst = out.mutable_data();
@@ -250,17 +258,12 @@ py::array_t<float> log_mel_from_waves(const py::sequence& waves, int64_t n_fft, 
   }
   const auto k = static_cast<size_t>(frames_per_token), hop_u = static_cast<size_t>(hop);
   const auto n_mels = static_cast<size_t>(filters.shape(0));
-  std::vector<FloatArray> clips;
-  std::vector<size_t> first_token;
+  const std::vector<FloatArray> clips = mono_clips(waves, "log_mel_from_waves");
+  std::vector<size_t> first_token;  // clip i's tokens start at this row
   size_t tokens = 0;
-  for (size_t i = 0; i < waves.size(); ++i) {
-    clips.push_back(waves[i].cast<FloatArray>());
-    if (clips.back().ndim() != 1) {
-      throw std::invalid_argument("log_mel_from_waves: clip " + std::to_string(i) + " must be a 1-D waveform, got " +
-                                  std::to_string(clips.back().ndim()) + " dimensions");
-    }
+  for (const FloatArray& clip : clips) {
     first_token.push_back(tokens);
-    tokens += token_count(stft_frame_count(static_cast<size_t>(clips.back().shape(0)), hop_u), k);
+    tokens += token_count(stft_frame_count(static_cast<size_t>(clip.shape(0)), hop_u), k);
   }
   const MelBands bands = make_mel_bands(filters.data(), n_mels, static_cast<size_t>(bins));
   const FramePowerFft fft(static_cast<size_t>(n_fft), window.data());
@@ -316,7 +319,7 @@ py::array_t<float> span_attention_array(
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
-  m.doc() = "sdscore's compiled core: WAV decoding, resampling, batch loading, the log-mel front end and span attention.";
+  m.doc() = "sdscore's compiled core: WAV decoding, resampling, batch loading, the log-mel front end, span attention and GELU.";
 #ifdef SDSCORE_VERSION
   m.attr("__version__") = SDSCORE_VERSION;
 #endif
