@@ -23,7 +23,7 @@ from tiny_reward_models import (  # noqa: E402
 
 from sdscore.models.episodes import Episode, Turn  # noqa: E402
 from sdscore.models.loading import load_reward_model  # noqa: E402
-from sdscore.runtime.reward_scorer import RewardScorer  # noqa: E402
+from sdscore.runtime.reward.episode_scorer import RewardScorer  # noqa: E402
 
 
 def test_omni_3b_shape_has_the_published_sizes():
@@ -60,7 +60,7 @@ def test_counted_flops_cover_the_language_model(tmp_path):
                       Episode(context + (Turn("assistant", "go away", wave(1.1)),), "modality", f"{i}/r")))
     tokens = sum(model.prepare(e, [t.audio for t in e.turns]).length for pair in pairs for e in pair)
     floor = 2 * _linear_weights(model.backbone.language_model) * tokens
-    with RewardScorer(model, device="cpu", max_batch=4) as scorer:
-        flops = bench.counted_flops(lambda: bench.ours(scorer, pairs))
+    scorer = RewardScorer(model, device="cpu", max_batch=4)
+    flops = bench.counted_flops(lambda: bench.ours(scorer, pairs))
     assert floor <= flops <= 20 * floor
 

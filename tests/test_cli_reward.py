@@ -3,6 +3,7 @@ give the scores of a direct forward pass; resume after an interruption; eval wit
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -15,8 +16,9 @@ from test_models_sdiareward import _AudioTextProcessor, _authors_inputs, _author
 from test_models_trl import _hf_scores
 from tiny_reward_models import build_tiny_sdiareward, build_tiny_trl
 
-import sdscore.protocols.reward as reward_protocol
+import sdscore.protocols.reward.scoring as reward_scoring
 from sdscore.cli import main
+from sdscore.protocols import registry
 from sdscore.corpus import write_manifest
 from sdscore.corpus.schemas import REWARD_PAIRS
 from sdscore.errors import SdscoreError
@@ -98,9 +100,11 @@ def test_trl_checkpoint_through_cli_equals_direct_forward(manifest, tmp_path):
 
 def test_interrupted_run_resumes_to_the_same_results(manifest, tmp_path, monkeypatch):
     folder = build_tiny_trl(tmp_path / "trl", seed=2)
-    full = reward_protocol.run_score(manifest, tmp_path / "full.parquet", folder, shard_rows=2)
+    score = functools.partial(registry.score, "reward", manifest, model=folder, window_rows=2)
+    score(tmp_path / "full.parquet")
+    full = pl.read_parquet(tmp_path / "full.parquet")
     out = tmp_path / "res.parquet"
-    real, calls = reward_protocol.score_pairs_frame, []
+    real, calls = reward_scoring.score_pairs_frame, []
 
     def dies_on_second_shard(*args, **kwargs):
         calls.append(1)
@@ -108,18 +112,21 @@ def test_interrupted_run_resumes_to_the_same_results(manifest, tmp_path, monkeyp
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(reward_protocol, "score_pairs_frame", dies_on_second_shard)
+    monkeypatch.setattr(reward_scoring, "score_pairs_frame", dies_on_second_shard)
     with pytest.raises(KeyboardInterrupt):
-        reward_protocol.run_score(manifest, out, folder, shard_rows=2)
-    monkeypatch.setattr(reward_protocol, "score_pairs_frame", real)
+        score(out)
+    monkeypatch.setattr(reward_scoring, "score_pairs_frame", real)
     assert not out.exists() and sorted(p.name for p in (tmp_path / "res.parquet.parts").iterdir()) == [
         "part-000000.parquet", "run.json"]
     with pytest.raises(SdscoreError, match="pass --resume"):
-        reward_protocol.run_score(manifest, out, folder, shard_rows=2)
-    with pytest.raises(SdscoreError, match="shard_rows differ"):
-        reward_protocol.run_score(manifest, out, folder, shard_rows=3, resume=True)
-    resumed = reward_protocol.run_score(manifest, out, folder, shard_rows=2, resume=True)
-    assert resumed.equals(full) and pl.read_parquet(out).equals(full)
+        score(out)
+    with pytest.raises(SdscoreError, match=r"shard_rows \(2 then, 3 now\)"):
+        registry.score("reward", manifest, out, model=folder, window_rows=3, resume=True)
+    with pytest.raises(SdscoreError, match=r"settings.max_batch \(16 then, 4 now\)"):
+        score(out, max_batch=4, resume=True)
+    summary = registry.score("reward", manifest, out, model=folder, resume=True)  # window from the run record
+    assert (summary.rows, summary.resumed_shards, summary.scored_shards) == (N_PAIRS, 1, 2)
+    assert pl.read_parquet(out).equals(full)
     assert not (tmp_path / "res.parquet.parts").exists()
 
 
@@ -207,7 +214,7 @@ def test_worker_processes_through_cli_give_the_same_results(manifest, tmp_path, 
                                atol=1e-6, rtol=0)
     with pytest.raises(SystemExit):
         main(["score", "reward", str(manifest), "--out", str(two), "--workers", "0"])
-    assert "expected 'auto' or an integer >= 1, got '0'" in capsys.readouterr().err
+    assert "expected an integer >= 1, got '0'" in capsys.readouterr().err
 
 
 def test_train_reward_cli_writes_a_loadable_compact_model(manifest, tmp_path):

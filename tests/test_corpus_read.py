@@ -11,8 +11,8 @@ import pytest
 
 from sdscore.corpus import (
     CONSISTENCY_INSTANCES,
+    MANIFESTS,
     REWARD_PAIRS,
-    SCHEMAS,
     infer_protocol,
     read_manifest,
     write_manifest,
@@ -220,7 +220,7 @@ def test_empty_file_needs_a_protocol(tmp_path, name):
     with pytest.raises(ManifestError, match=f"{re.escape(name)}: the file holds no rows; pass protocol="):
         read_manifest(path)
     out = read_manifest(path, "arena")
-    assert out.height == 0 and out.schema == SCHEMAS["arena"]
+    assert out.height == 0 and out.schema == MANIFESTS["arena"].schema
 
 
 def test_arrow_ipc_file(tmp_path):

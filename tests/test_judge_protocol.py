@@ -16,6 +16,7 @@ from judge_data import BLUEPRINTS, CAPITAL, COUNT, LABELS, RULE_ROWS, manifest
 from sdscore.corpus import read_manifest, write_manifest
 from sdscore.errors import JudgeError
 from sdscore.metrics.fusion import JUDGE_LABELS, fuse
+from sdscore.protocols import registry
 from sdscore.protocols.judge import (
     RuleBaselineJudge,
     Verdict,
@@ -25,7 +26,6 @@ from sdscore.protocols.judge import (
     evaluate_judges,
     results_settings,
     run_eval,
-    run_score,
     score_judge,
 )
 from sdscore.protocols.judge.blueprint_view import trace_view
@@ -326,12 +326,17 @@ def fake_blueprints(monkeypatch):
     """sdscore.features.blueprint replaced by a lookup in BLUEPRINTS keyed by file name."""
     calls = []
 
-    def build_blueprints(paths, cache_dir=None):
-        calls.append((list(paths), cache_dir))
-        return [BLUEPRINTS.get(Path(p).name, {"error": "no such audio"}) for p in paths]
+    class BlueprintBuilder:
+        def __init__(self, cache_dir=None):
+            self.cache_dir = cache_dir
+
+        def build(self, paths):
+            calls.append((list(paths), self.cache_dir))
+            return [BLUEPRINTS.get(Path(p).name, {"error": "no such audio"}) for p in paths]
 
     module = types.ModuleType("sdscore.features.blueprint")
-    module.build_blueprints = build_blueprints
+    module.BlueprintBuilder = BlueprintBuilder
+    module.build_blueprints = lambda paths, cache_dir=None: BlueprintBuilder(cache_dir).build(paths)
     monkeypatch.setitem(sys.modules, "sdscore.features.blueprint", module)
     return calls
 
@@ -339,16 +344,14 @@ def fake_blueprints(monkeypatch):
 def test_run_score_and_run_eval_files(tmp_path, fake_blueprints):
     path = tmp_path / "items.parquet"
     write_manifest(manifest(RULE_ROWS), path)
-    out = run_score(path, tmp_path / "rule.parquet", judge="rule", cache_dir=tmp_path / "cache")
-    assert out.height == len(RULE_ROWS)
+    summary = registry.score("judge", path, tmp_path / "rule.parquet", judge="rule", cache_dir=tmp_path / "cache")
+    assert summary.rows == pl.read_parquet(tmp_path / "rule.parquet").height == len(RULE_ROWS)
     paths, cache_dir = fake_blueprints[0]
     assert cache_dir == tmp_path / "cache" / "blueprints" and len(paths) == len(set(paths)) == 9
-    assert results_settings(tmp_path / "rule.parquet") == {
-        "judge": "rule",
-        "fusion": "speakbench",
-        "instruction_source": "text",
-    }
-    run_score(path, tmp_path / "paper.parquet", judge="rule", fusion="speakbench-paper")
+    settings = results_settings(tmp_path / "rule.parquet")
+    assert (settings["judge"], settings["fusion"], settings["instruction_source"]) == ("rule", "speakbench", "text")
+    assert "cache_dir" not in settings  # where the cache is does not change a score
+    registry.score("judge", path, tmp_path / "paper.parquet", judge="rule", fusion="speakbench-paper")
     metrics = run_eval(
         [tmp_path / "rule.parquet", tmp_path / "paper.parquet"],
         tmp_path / "m" / "metrics.json",

@@ -14,8 +14,9 @@ import torch
 from sdscore.corpus import REWARD_PAIRS, validate_manifest
 from sdscore.errors import AudioError, ModelError
 from sdscore.models.compact import CompactConfig, CompactRewardModel
-from sdscore.models.head_only import HeadTrainConfig, load_head_only, save_head_only, train_head
-from sdscore.models.loading import HEAD_ONLY_CONFIG, load_reward_model
+from sdscore.models.head_only import HeadTrainConfig, save_head_only, train_head
+from sdscore.models.head_only_files import HEAD_ONLY_CONFIG
+from sdscore.models.loading import load_head_only, load_reward_model
 from sdscore.models.losses import bradley_terry_loss, pairwise_correct
 from sdscore.models.training import LOG_FILE, TrainConfig, cosine_schedule, hash_split, prepare_pairs, train_reward
 

@@ -1,4 +1,4 @@
-"""consistency protocol: hand-computed scores per method, rankings, per-row errors, sweep, run_score/run_eval.
+"""consistency protocol: hand-computed scores per method, rankings, per-row errors, sweep, scoring on the runtime, run_eval.
 
 Unit cases use a table embedder (fixed vectors per path); the end-to-end case renders speech with
 flite and scores it with GE2E.
@@ -13,14 +13,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from sdscore.corpus import CONSISTENCY_INSTANCES, write_manifest
+from sdscore.corpus import CONSISTENCY_INSTANCES, read_manifest, write_manifest
+from sdscore.protocols import registry
 from sdscore.protocols.consistency import (
     METHODS,
     RESULTS,
     SWEEP,
     evaluate_consistency,
     run_eval,
-    run_score,
     score_consistency,
     sweep_thresholds,
 )
@@ -210,9 +210,12 @@ def test_run_score_and_eval_with_ge2e(speech_manifest, tmp_path):
     calls, inner = [], embedder.encoder.embed_waveforms
     embedder.encoder.embed_waveforms = lambda waves: (calls.append(len(waves)), inner(waves))[1]
     stages = []
-    results = run_score(speech_manifest / "consistency.parquet", tmp_path / "out" / "pairwise.parquet", embedder,
-                        progress=lambda *args: stages.append(args))
+    frame = read_manifest(speech_manifest / "consistency.parquet", "consistency", errors="collect")
+    results = score_consistency(frame, embedder, progress=lambda *args: stages.append(args))
     assert calls == [7] and stages[-1] == ("embed", 7, 7)  # 7 distinct files, one batched pass
+    # the runtime path (manifest windows → ConsistencyScorer → sharded output) gives the same rows
+    registry.score("consistency", speech_manifest / "consistency.parquet", tmp_path / "out" / "pairwise.parquet",
+                   cache_dir=tmp_path / "cache", window_rows=3)
     assert pl.read_parquet(tmp_path / "out" / "pairwise.parquet").equals(results)
     rows = {row["instance_id"]: row for row in results.to_dicts()}
     assert rows["lost"]["error"].startswith("turn_paths[4]: ") and "missing.wav" in rows["lost"]["error"]
@@ -220,7 +223,7 @@ def test_run_score_and_eval_with_ge2e(speech_manifest, tmp_path):
     assert int(np.argmin(switched)) == 1 and min(switched) < min(rows["s1"]["turn_scores"]) - 0.1
     assert rows["disc"]["ranking"][0] == "S1"
     for method in ("centroid", "reference"):
-        again = run_score(speech_manifest / "consistency.parquet", tmp_path / f"{method}.parquet", embedder, method)
+        again = score_consistency(frame, embedder, method)
         assert again.height == 4 and again["method"].to_list() == [method] * 4
     assert calls == [7]  # the other methods reuse the cached embeddings
 

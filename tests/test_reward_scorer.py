@@ -17,7 +17,7 @@ from sdscore.models.episodes import Episode, Turn
 from sdscore.models.heads import Pooler
 from sdscore.protocols.reward import POOLED_COLUMNS, score_pairs_frame
 from sdscore.runtime.batching import padded_fraction, plan_batches
-from sdscore.runtime.reward_scorer import RewardScorer
+from sdscore.runtime.reward.episode_scorer import RewardScorer
 from sdscore.runtime.sharded_output import ShardedOutput
 from torch import nn
 
@@ -196,42 +196,6 @@ def test_pair_episodes_share_a_window(episodes, monkeypatch):
     assert max(len(ids) for ids in calls) <= 4
     expected = _one_by_one(model, episodes[:20])
     torch.testing.assert_close(torch.cat([chosen, rejected]), expected, atol=1e-5, rtol=0)
-
-
-def test_worker_processes_equal_in_process(episodes, tmp_path):
-    """workers=2: windows scored in spawned processes give the in-process scores, pooled states
-    and per-episode errors, in input order; the pool is reused and can be closed and restarted."""
-    from sdscore.models.compact import CompactConfig, CompactRewardModel
-
-    model = CompactRewardModel.from_config(CompactConfig(d_model=32, n_layers=1, n_heads=2, ff_size=64), seed=3)
-    broken = tmp_path / "broken.wav"
-    broken.write_bytes(b"RIFF not really a wav")
-    bad = Episode((Turn("user", "hi"), Turn("assistant", None, str(broken))), "modality", "bad-one")
-    waves = Episode((Turn("assistant", "hey", np.linspace(-0.2, 0.2, 8000, dtype=np.float32)),), "modality", "wave")
-    mixed = episodes[:7] + [bad] + episodes[7:] + [waves]
-    reference = RewardScorer(model, device="cpu", max_batch=4, window=5)
-    expected, expected_pooled, expected_errors = reference.score_detailed(mixed, with_pooled=True)
-    with RewardScorer(model, device="cpu", max_batch=4, window=5, workers=2) as scorer:
-        got, pooled, errors = scorer.score_detailed(mixed, with_pooled=True)
-        torch.testing.assert_close(got, expected, atol=1e-6, rtol=0, equal_nan=True)
-        torch.testing.assert_close(pooled, expected_pooled, atol=1e-6, rtol=0, equal_nan=True)
-        assert errors == expected_errors and "bad-one: turn 1" in errors[7]
-        pool = scorer._pool
-        assert pool is not None
-        torch.testing.assert_close(scorer.score(episodes[:12]), reference.score(episodes[:12]), atol=1e-6, rtol=0)
-        assert scorer._pool is pool  # reused across calls
-    assert scorer._pool is None
-    torch.testing.assert_close(scorer.score(episodes), reference.score(episodes), atol=1e-6, rtol=0)
-    scorer.close()
-
-
-def test_workers_option_checked():
-    model = ToyModel()
-    for bad in (0, -1, "many", True):
-        with pytest.raises(ValueError, match="workers must be"):
-            RewardScorer(model, device="cpu", workers=bad)
-    assert RewardScorer(model, device="cpu", workers="auto").workers >= 1
-    assert RewardScorer(model, device="cpu").workers == 1
 
 
 def _pairs_frame(episodes, broken_path=None):

@@ -18,17 +18,16 @@ from sdscore.errors import MissingDependencyError, ModelError
 from sdscore.models.base import Prepared, RewardModel
 from sdscore.models.episodes import Episode, Turn
 from sdscore.models.heads import Pooler, PoolingHead
-from sdscore.runtime import onnx_export, tensorrt_backend
-from sdscore.runtime.onnx_backend import OnnxRewardSession
-from sdscore.runtime.onnx_export import (
+from sdscore.runtime.reward import onnx_export, tensorrt_backend
+from sdscore.runtime.reward.onnx_backend import OnnxRewardSession
+from sdscore.runtime.reward.onnx_export import (
     example_batch,
     export_head_onnx,
     export_model,
     export_onnx,
-    read_sidecar,
     resolve_exporter,
-    sidecar_path,
 )
+from sdscore.runtime.reward.onnx_sidecar import read_sidecar, sidecar_path
 from torch import nn
 from torch.nn import functional as F
 

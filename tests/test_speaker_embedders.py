@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from sdscore.audio import AudioBatch, load_many
 from sdscore.errors import AudioError, ModelError
-from sdscore.features.speaker import EmbeddingCache, SpeakerEmbedder
+from sdscore.features.speaker import SpeakerEmbedder
 from sdscore.features.speaker.ecapa import EcapaEncoder, EcapaTdnn, reflect_index
 from sdscore.features.speaker.speechbrain_layout import Fbank, read_hyperparams
 from sdscore.ragged import pack
@@ -440,14 +440,3 @@ def test_embedder_errors_per_file(ecapa_dir, tmp_path):
     with pytest.raises(ModelError, match="the ecapa embedder loads from a local folder"):
         SpeakerEmbedder("ecapa")
 
-
-def test_embedding_cache_disk_entries(tmp_path):
-    cache = EmbeddingCache("model-v1", tmp_path)
-    cache.put_many({"ab12": np.arange(4, dtype=np.float32)})
-    assert sorted(p.name for p in (tmp_path / "model-v1" / "ab").iterdir()) == ["ab12.npy"]
-    np.testing.assert_array_equal(EmbeddingCache("model-v1", tmp_path).get_many(["ab12"])["ab12"], np.arange(4))
-    (tmp_path / "model-v1" / "cd").mkdir()
-    (tmp_path / "model-v1" / "cd" / "cd34.npy").write_bytes(b"not numpy")
-    assert EmbeddingCache("model-v1", tmp_path).get_many(["cd34", "ef56"]) == {}
-    with pytest.raises(ValueError, match="namespace must be a non-empty name without slashes"):
-        EmbeddingCache("a/b", tmp_path)

@@ -13,7 +13,7 @@ import pytest
 import soundfile as sf
 
 from sdscore import audio
-from sdscore.corpus import SCHEMAS, validate_manifest
+from sdscore.corpus import manifest_spec, validate_manifest
 from sdscore.errors import MissingDependencyError, SdscoreError
 from sdscore.metrics.fusion import fuse
 from sdscore.metrics.ratings import bradley_terry
@@ -82,7 +82,7 @@ def _hashes(out: Path, frames: dict[str, pl.DataFrame]) -> dict[str, str]:
 def test_manifests_validate_against_schemas(corpus):
     _, _, frames = corpus
     for protocol, frame in frames.items():
-        assert frame.schema == SCHEMAS[protocol], protocol
+        assert frame.schema == manifest_spec(protocol).schema, protocol
         validate_manifest(frame, protocol, MANIFESTS[protocol])
         assert frame.height > 0
 

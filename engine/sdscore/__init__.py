@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 
 #: public names imported on first use, so `import sdscore` stays light (no torch at import)
 _LAZY = {
-    "RewardScorer": "sdscore.runtime.reward_scorer",
+    "RewardScorer": "sdscore.runtime.reward.episode_scorer",
     "Episode": "sdscore.models.episodes",
     "Turn": "sdscore.models.episodes",
 }

@@ -11,11 +11,13 @@ import numpy as np
 
 from sdscore import audio
 from sdscore.atomic_write import write_json
-from sdscore.corpus import SCHEMAS, audio_paths, read_manifest
+from sdscore.corpus import audio_paths, manifest_spec, read_manifest
 from sdscore.progress import Progress, no_progress
+from sdscore.runtime.run import score_manifest
+from sdscore.runtime.sharded_output import parts_folder
 
 #: manifest file written by `sdscore synth` → protocol
-MANIFESTS = {
+CORPUS_MANIFESTS = {
     "reward_pairs.parquet": "reward",
     "judge_items.parquet": "judge",
     "consistency.parquet": "consistency",
@@ -40,7 +42,7 @@ def ensure_corpus(corpus_dir: Path, seed: int, size: str, progress: Progress) ->
 def summarize_corpus(corpus_dir: Path, progress: Progress = no_progress, sample_rate: int = 16000) -> dict:
     """Read every manifest, load all of its audio in batches and report counts and throughput."""
     result: dict = {"sample_rate": sample_rate, "manifests": {}}
-    for filename, protocol in MANIFESTS.items():
+    for filename, protocol in CORPUS_MANIFESTS.items():
         path = corpus_dir / filename
         if not path.exists():
             continue
@@ -59,7 +61,7 @@ def summarize_corpus(corpus_dir: Path, progress: Progress = no_progress, sample_
         result["manifests"][filename] = {
             "protocol": protocol,
             "rows": frame.height,
-            "columns": [c for c in frame.columns if c in SCHEMAS[protocol]],
+            "columns": [c for c in frame.columns if c in manifest_spec(protocol).schema],
             "audio_files": len(paths),
             "failed": failed,
             "first_errors": errors,
@@ -77,18 +79,13 @@ DEMO_CONSISTENCY_THRESHOLD = 0.7
 
 
 def _consistency_stage(corpus: Path, out: Path, progress: Progress) -> dict:
-    from sdscore.protocols.consistency import run_eval, run_score
+    from sdscore.protocols.consistency import run_eval, scoring_job
 
     results = out / "consistency" / "results.parquet"
-    run_score(
-        corpus / "consistency.parquet",
-        results,
-        embedder="ge2e",
-        method="pairwise",
-        threshold=DEMO_CONSISTENCY_THRESHOLD,
-        cache_dir=out / "cache" / "embeddings",
-        progress=progress,
-    )
+    job = scoring_job(embedder="ge2e", method="pairwise", threshold=DEMO_CONSISTENCY_THRESHOLD,
+                      cache_dir=out / "cache" / "embeddings")
+    score_manifest(job, corpus / "consistency.parquet", results, resume=parts_folder(results).exists(),
+                   progress=progress)
     metrics = run_eval(results, out / "consistency" / "metrics.json", plot_path=out / "consistency" / "sweep.png")
     detection, localization = metrics["detection"], metrics["localization"]
     return {
@@ -109,13 +106,13 @@ def _consistency_stage(corpus: Path, out: Path, progress: Progress) -> dict:
 
 def _reward_stage(corpus: Path, out: Path, progress: Progress) -> dict:
     from sdscore.models.pretrained import default_model_dir
-    from sdscore.protocols.reward import run_eval, run_score
+    from sdscore.protocols.reward import run_eval, scoring_job
 
     folder = out / "reward"
     results = folder / "results.parquet"
     model_dir = default_model_dir()
-    parts = results.with_name(results.name + ".parts")
-    run_score(corpus / "reward_pairs.parquet", results, model_dir, resume=parts.exists(), progress=progress)
+    score_manifest(scoring_job(model=model_dir), corpus / "reward_pairs.parquet", results,
+                   resume=parts_folder(results).exists(), progress=progress)
     metrics = run_eval(results, folder / "metrics.json", plot_path=folder / "rewards.png")
     headline = {f"accuracy, {name}": s["accuracy"] for name, s in metrics["subsets"].items()}
     headline |= {"modality micro": metrics["modality_micro"], "overall macro": metrics["overall_macro"]}

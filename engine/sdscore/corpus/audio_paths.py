@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import polars as pl
 
-from sdscore.corpus.schemas import AUDIO_COLUMNS, TURN
+from sdscore.corpus.schemas import TURN, manifest_spec
 
 Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 
@@ -42,13 +42,14 @@ def resolve_path(path: pl.Expr, base_dir: str) -> pl.Expr:
 def resolve_audio_paths(frame: Frame, protocol: str, base_dir: str) -> Frame:
     """Resolve the protocol's audio columns, paths inside list columns and inside turn structs."""
     schema = frame.collect_schema() if isinstance(frame, pl.LazyFrame) else frame.schema
+    audio_columns = manifest_spec(protocol).audio_columns
     expressions = []
     for name, dtype in schema.items():
         if dtype == pl.List(TURN):
             audio = resolve_path(pl.field("audio_path"), base_dir).alias("audio_path")
             expressions.append(pl.col(name).list.eval(pl.element().struct.with_fields(audio)))
-        elif name in AUDIO_COLUMNS[protocol] and dtype == pl.List(pl.String):
+        elif name in audio_columns and dtype == pl.List(pl.String):
             expressions.append(pl.col(name).list.eval(resolve_path(pl.element(), base_dir)))
-        elif name in AUDIO_COLUMNS[protocol] and dtype == pl.String:
+        elif name in audio_columns and dtype == pl.String:
             expressions.append(resolve_path(pl.col(name), base_dir))
     return frame.with_columns(expressions) if expressions else frame

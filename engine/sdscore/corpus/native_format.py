@@ -17,7 +17,7 @@ from sdscore.corpus import sdiareward_format
 from sdscore.corpus.hcot_format import dataset_name, is_hcot_row, read_hcot_rows
 from sdscore.corpus.raw_table import RawTable, data_row_labels
 from sdscore.corpus.row_locations import jsonl_row_locator
-from sdscore.corpus.schemas import SCHEMAS, TURN
+from sdscore.corpus.schemas import MANIFESTS, TURN
 from sdscore.corpus.sdiareward_format import (
     is_sdiareward_arrow_schema,
     is_sdiareward_row,
@@ -40,7 +40,7 @@ def _lenient(dtype: pl.DataType) -> pl.DataType:
 
 #: Every known column (their dtypes agree across protocols) → the dtype to read it as.
 LENIENT_DTYPES: dict[str, pl.DataType] = {
-    name: _lenient(dtype) for schema in SCHEMAS.values() for name, dtype in schema.items()
+    name: _lenient(dtype) for spec in MANIFESTS.values() for name, dtype in spec.schema.items()
 }
 
 

@@ -18,8 +18,8 @@ from sdscore.corpus.audio_paths import resolve_audio_paths
 from sdscore.corpus.hf_dataset_format import read_dataset_folder
 from sdscore.corpus.native_format import jsonl_objects, read_arrow, read_csv, read_json, read_jsonl, read_parquet
 from sdscore.corpus.raw_table import RawTable
-from sdscore.corpus.schemas import ID_COLUMN, REQUIRED, SCHEMAS
-from sdscore.corpus.validate import DEFAULT_MAX_ERRORS, check_protocol, validate_manifest
+from sdscore.corpus.schemas import MANIFESTS, manifest_spec
+from sdscore.corpus.validate import DEFAULT_MAX_ERRORS, validate_manifest
 from sdscore.errors import ManifestError
 
 _READERS = {
@@ -47,7 +47,7 @@ def read_manifest(
 ) -> pl.DataFrame | pl.LazyFrame:
     """Read, type and validate a manifest; relative audio paths become paths under its folder.
 
-    protocol: one of SCHEMAS, or None to infer it from the format or the columns.
+    protocol: one of MANIFESTS, or None to infer it from the format or the columns.
     lazy=True returns a LazyFrame: Parquet and CSV stay scans, JSON(L) is parsed into Arrow first;
     either way the rows are validated in one pass before it returns.
     errors: "raise" (one ManifestError listing up to max_errors problems) or "collect" (an `error`
@@ -58,7 +58,7 @@ def read_manifest(
         table = load_table(source)
         columns = table.frame.collect_schema()
         protocol = choose_protocol(table, columns.names(), protocol)
-        frame = _with_ids(table.frame, columns.names(), protocol)
+        frame = with_ids(table.frame, columns.names(), protocol)
         if not lazy:
             frame = frame.collect()
         frame = validate_manifest(
@@ -91,7 +91,9 @@ def load_table(path: str | os.PathLike) -> RawTable:
 def infer_protocol(columns: list[str], source: str = "<frame>") -> str:
     """The one protocol whose required columns (its id aside, which can be filled) are all present."""
     fits = [
-        name for name in SCHEMAS if all(column in columns for column in REQUIRED[name] if column != ID_COLUMN[name])
+        spec.name
+        for spec in MANIFESTS.values()
+        if all(column in columns for column in spec.required if column != spec.id_column)
     ]
     if len(fits) == 1:
         return fits[0]
@@ -99,17 +101,17 @@ def infer_protocol(columns: list[str], source: str = "<frame>") -> str:
         raise ManifestError(
             f"{source}: the columns fit several protocols ({', '.join(fits)}); pass protocol= one of them"
         )
-    needs = "; ".join(f"{name}: {', '.join(REQUIRED[name])}" for name in SCHEMAS)
+    needs = "; ".join(f"{spec.name}: {', '.join(spec.required)}" for spec in MANIFESTS.values())
     raise ManifestError(
         f"{source}: cannot tell the protocol from the columns ({', '.join(columns) or 'none'}); "
-        f"pass protocol= one of {', '.join(SCHEMAS)} (required columns — {needs})"
+        f"pass protocol= one of {', '.join(MANIFESTS)} (required columns — {needs})"
     )
 
 
 def choose_protocol(table: RawTable, columns: list[str], protocol: str | None) -> str:
     """The caller's protocol if given (it must agree with the format's), else the format's or the columns'."""
     if protocol is not None:
-        check_protocol(protocol, table.source)
+        manifest_spec(protocol, table.source)
         if table.protocol_hint not in (None, protocol):
             raise ManifestError(
                 f"{table.source}: holds {table.format_name} rows for protocol '{table.protocol_hint}', not '{protocol}'"
@@ -122,11 +124,11 @@ def choose_protocol(table: RawTable, columns: list[str], protocol: str | None) -
     return infer_protocol(columns, table.source)
 
 
-def _with_ids(frame: pl.LazyFrame, columns: list[str], protocol: str) -> pl.LazyFrame:
+def with_ids(frame: pl.LazyFrame, columns: list[str], protocol: str) -> pl.LazyFrame:
     """Give a frame its id column: an "id" column renamed, else the 0-based row number as text."""
     if not columns:
-        return pl.LazyFrame(schema=SCHEMAS[protocol])
-    id_column = ID_COLUMN[protocol]
+        return pl.LazyFrame(schema=manifest_spec(protocol).schema)
+    id_column = manifest_spec(protocol).id_column
     if id_column in columns:
         return frame
     if "id" in columns:

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import polars as pl
 
-from sdscore.corpus.schemas import AUDIO_COLUMNS, TURN
+from sdscore.corpus.schemas import MANIFESTS, TURN
 
 
 def audio_paths(frame: pl.DataFrame, protocol: str) -> list[str]:
     """Distinct audio paths referenced by a manifest frame (columns and turn structs), first-seen order."""
-    if protocol not in AUDIO_COLUMNS:
-        raise ValueError(f"unknown protocol {protocol!r}; expected one of {', '.join(AUDIO_COLUMNS)}")
+    if protocol not in MANIFESTS:
+        raise ValueError(f"unknown protocol {protocol!r}; expected one of {', '.join(MANIFESTS)}")
+    audio_columns = MANIFESTS[protocol].audio_columns
     series: list[pl.Series] = []
     for name, dtype in frame.schema.items():
         if dtype == pl.List(TURN):
             series.append(frame.get_column(name).explode().struct.field("audio_path"))
-        elif name in AUDIO_COLUMNS[protocol]:
+        elif name in audio_columns:
             column = frame.get_column(name)
             series.append(column.explode() if dtype == pl.List(pl.String) else column)
     if not series:

@@ -13,15 +13,7 @@ import polars as pl
 
 from sdscore.corpus.column_types import ORIGINAL_PREFIX, describe_dtype
 from sdscore.corpus.raw_table import PARSE_ERROR
-from sdscore.corpus.schemas import (
-    ALLOWED_VALUES,
-    ID_COLUMN,
-    REQUIRED,
-    SCENARIOS,
-    SCHEMAS,
-    TURN_ROLES,
-    UNIQUE_KEY,
-)
+from sdscore.corpus.schemas import SCENARIOS, TURN_ROLES, manifest_spec
 
 #: Internal column: 0-based data-row index.
 ROW_INDEX = "_row_index"
@@ -47,14 +39,15 @@ def row_checks(protocol: str, cast_checked: list[str], has_parse_error: bool) ->
     if has_parse_error:
         parse = pl.col(PARSE_ERROR)
         checks.append(RowCheck(None, parse.is_not_null(), parse))
-    checks += [_cast_check(name, SCHEMAS[protocol][name]) for name in cast_checked]
-    required = [_required_check(name, SCHEMAS[protocol][name]) for name in REQUIRED[protocol]]
+    spec = manifest_spec(protocol)
+    checks += [_cast_check(name, spec.schema[name]) for name in cast_checked]
+    required = [_required_check(name, spec.schema[name]) for name in spec.required]
     if has_parse_error:
         # What the reader could not convert is null: its reason is reported, not "is missing".
         converted = pl.col(PARSE_ERROR).is_null()
         required = [RowCheck(c.column, c.failed & converted, c.message) for c in required]
     checks += required
-    checks += [_allowed_check(name, values) for name, values in ALLOWED_VALUES[protocol].items()]
+    checks += [_allowed_check(name, values) for name, values in spec.allowed_values.items()]
     checks += _PROTOCOL_CHECKS[protocol]()
     checks.append(_duplicate_check(protocol))
     return [RowCheck(c.column, c.failed.fill_null(False), c.message) for c in checks]
@@ -62,7 +55,7 @@ def row_checks(protocol: str, cast_checked: list[str], has_parse_error: bool) ->
 
 def first_row_of_key(protocol: str) -> pl.Expr:
     """The helper column the duplicate check needs, computed over all rows before filtering."""
-    return pl.col(ROW_INDEX).min().over(list(UNIQUE_KEY[protocol])).alias(FIRST_ROW_OF_KEY)
+    return pl.col(ROW_INDEX).min().over(list(manifest_spec(protocol).unique_key)).alias(FIRST_ROW_OF_KEY)
 
 
 def _quoted(value: pl.Expr) -> pl.Expr:
@@ -111,19 +104,20 @@ def _allowed_check(name: str, values: tuple[str, ...]) -> RowCheck:
 
 
 def _duplicate_check(protocol: str) -> RowCheck:
-    key = UNIQUE_KEY[protocol]
-    id_column = pl.col(ID_COLUMN[protocol])
+    spec = manifest_spec(protocol)
+    key = spec.unique_key
+    id_column = pl.col(spec.id_column)
     failed = id_column.is_not_null() & (pl.col(FIRST_ROW_OF_KEY) != pl.col(ROW_INDEX))
     message = pl.format("{} repeats row {}", _quoted(id_column), pl.col(FIRST_ROW_OF_KEY) + 1)
     if len(key) > 1:
-        others = [pl.format("{} {}", pl.lit(k), _quoted(pl.col(k))) for k in key if k != ID_COLUMN[protocol]]
+        others = [pl.format("{} {}", pl.lit(k), _quoted(pl.col(k))) for k in key if k != spec.id_column]
         message = pl.format(
             "{} repeats row {} (same {})",
             _quoted(id_column),
             pl.col(FIRST_ROW_OF_KEY) + 1,
             pl.concat_str(others, separator=", "),
         )
-    return RowCheck(ID_COLUMN[protocol], failed, message)
+    return RowCheck(spec.id_column, failed, message)
 
 
 def _non_empty_list(name: str, what: str) -> RowCheck:

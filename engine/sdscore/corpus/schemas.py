@@ -6,7 +6,13 @@ resolved against the manifest's folder by the readers. Rows refer to each other 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
 import polars as pl
+
+from sdscore.errors import ManifestError
 
 #: One spoken turn of an episode: who speaks, what is said, and/or the audio of it.
 TURN = pl.Struct({"role": pl.String, "text": pl.String, "audio_path": pl.String})
@@ -100,41 +106,6 @@ BATTLES = pl.Schema(
     }
 )
 
-SCHEMAS: dict[str, pl.Schema] = {
-    "reward": REWARD_PAIRS,
-    "judge": JUDGE_ITEMS,
-    "consistency": CONSISTENCY_INSTANCES,
-    "naturalness": NATURALNESS_ITEMS,
-    "arena": BATTLES,
-}
-
-#: Columns a row cannot do without, per protocol; everything else may be null.
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "reward": ("pair_id", "criterion", "chosen", "rejected"),
-    "judge": ("item_id", "audio1_path", "audio2_path"),
-    "consistency": ("instance_id", "task", "turn_paths"),
-    "naturalness": ("item_id", "answer_audio_path"),
-    "arena": ("battle_id", "model_a", "model_b", "winner"),
-}
-
-#: The column that names a row, per protocol; filled from the row number when a file lacks it.
-ID_COLUMN: dict[str, str] = {
-    "reward": "pair_id",
-    "judge": "item_id",
-    "consistency": "instance_id",
-    "naturalness": "item_id",
-    "arena": "battle_id",
-}
-
-#: Columns whose values together must be unique, per protocol (ids repeat across datasets).
-UNIQUE_KEY: dict[str, tuple[str, ...]] = {
-    "reward": ("pair_id",),
-    "judge": ("dataset", "item_id"),
-    "consistency": ("dataset", "instance_id"),
-    "naturalness": ("item_id",),
-    "arena": ("battle_id",),
-}
-
 CRITERIA = ("modality", "colloquialness")
 LABELS = ("1", "2", "both_good", "both_bad")
 TASKS = ("detection", "discrimination")
@@ -142,20 +113,98 @@ SCENARIOS = ("S1", "S2", "S3")
 WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
 TURN_ROLES = ("user", "assistant", "system")
 
-#: Allowed values of the enumerated columns, per protocol (null passes unless the column is required).
-ALLOWED_VALUES: dict[str, dict[str, tuple[str, ...]]] = {
-    "reward": {"criterion": CRITERIA},
-    "judge": {name: LABELS for name in ("content", "voice_quality", "paralinguistics", "overall")},
-    "consistency": {"task": TASKS, "scenario": SCENARIOS},
-    "naturalness": {},
-    "arena": {"winner": WINNERS},
+
+@dataclass(frozen=True)
+class ManifestSpec:
+    """Everything the readers and the validator know about one protocol's manifest."""
+
+    #: The protocol's name: "reward", "judge", "consistency", "naturalness" or "arena".
+    name: str
+    #: The typed columns, in output order.
+    schema: pl.Schema
+    #: Columns a row cannot do without; everything else may be null.
+    required: tuple[str, ...]
+    #: The column that names a row; filled from the row number when a file lacks it.
+    id_column: str
+    #: Columns whose values together must be unique (ids repeat across datasets).
+    unique_key: tuple[str, ...]
+    #: Allowed values of the enumerated columns (null passes unless the column is required).
+    allowed_values: Mapping[str, tuple[str, ...]]
+    #: Columns that hold audio paths (resolved relative to the manifest by the readers).
+    audio_columns: tuple[str, ...]
+
+
+def _spec(
+    name: str,
+    schema: pl.Schema,
+    *,
+    required: tuple[str, ...],
+    id_column: str,
+    unique_key: tuple[str, ...],
+    allowed_values: dict[str, tuple[str, ...]],
+    audio_columns: tuple[str, ...],
+) -> ManifestSpec:
+    return ManifestSpec(
+        name, schema, required, id_column, unique_key, MappingProxyType(dict(allowed_values)), audio_columns
+    )
+
+
+#: Each protocol's manifest, by name.
+MANIFESTS: dict[str, ManifestSpec] = {
+    spec.name: spec
+    for spec in (
+        _spec(
+            "reward",
+            REWARD_PAIRS,
+            required=("pair_id", "criterion", "chosen", "rejected"),
+            id_column="pair_id",
+            unique_key=("pair_id",),
+            allowed_values={"criterion": CRITERIA},
+            audio_columns=(),  # paths live inside the chosen/rejected turn structs
+        ),
+        _spec(
+            "judge",
+            JUDGE_ITEMS,
+            required=("item_id", "audio1_path", "audio2_path"),
+            id_column="item_id",
+            unique_key=("dataset", "item_id"),
+            allowed_values={name: LABELS for name in ("content", "voice_quality", "paralinguistics", "overall")},
+            audio_columns=("instruction_path", "audio1_path", "audio2_path"),
+        ),
+        _spec(
+            "consistency",
+            CONSISTENCY_INSTANCES,
+            required=("instance_id", "task", "turn_paths"),
+            id_column="instance_id",
+            unique_key=("dataset", "instance_id"),
+            allowed_values={"task": TASKS, "scenario": SCENARIOS},
+            audio_columns=("turn_paths", "reference_path", "candidate_paths"),
+        ),
+        _spec(
+            "naturalness",
+            NATURALNESS_ITEMS,
+            required=("item_id", "answer_audio_path"),
+            id_column="item_id",
+            unique_key=("item_id",),
+            allowed_values={},
+            audio_columns=("audio_path", "answer_audio_path", "dialogue_path"),
+        ),
+        _spec(
+            "arena",
+            BATTLES,
+            required=("battle_id", "model_a", "model_b", "winner"),
+            id_column="battle_id",
+            unique_key=("battle_id",),
+            allowed_values={"winner": WINNERS},
+            audio_columns=(),
+        ),
+    )
 }
 
-#: Columns that hold audio paths (resolved relative to the manifest by the readers).
-AUDIO_COLUMNS: dict[str, tuple[str, ...]] = {
-    "reward": (),  # paths live inside the chosen/rejected turn structs
-    "judge": ("instruction_path", "audio1_path", "audio2_path"),
-    "consistency": ("turn_paths", "reference_path", "candidate_paths"),
-    "naturalness": ("audio_path", "answer_audio_path", "dialogue_path"),
-    "arena": (),
-}
+
+def manifest_spec(protocol: str, source: str = "<frame>") -> ManifestSpec:
+    """The protocol's spec; a ManifestError naming source and the known protocols if there is none."""
+    spec = MANIFESTS.get(protocol)
+    if spec is None:
+        raise ManifestError(f"{source}: unknown protocol {protocol!r}; expected one of {', '.join(MANIFESTS)}")
+    return spec

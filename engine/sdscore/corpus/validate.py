@@ -13,7 +13,7 @@ import polars as pl
 from sdscore.corpus.column_types import ORIGINAL_PREFIX, typed_columns
 from sdscore.corpus.raw_table import PARSE_ERROR, RowLocator, data_row_labels
 from sdscore.corpus.row_checks import FIRST_ROW_OF_KEY, ROW_INDEX, RowCheck, first_row_of_key, row_checks
-from sdscore.corpus.schemas import REQUIRED, SCHEMAS
+from sdscore.corpus.schemas import manifest_spec
 from sdscore.errors import ManifestError
 
 Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
@@ -32,6 +32,8 @@ def validate_manifest(
     errors: Literal["raise", "collect"] = "raise",
     max_errors: int = DEFAULT_MAX_ERRORS,
     locate_rows: RowLocator | None = None,
+    row_offset: int = 0,
+    first_rows: pl.Series | None = None,
 ) -> Frame:
     """Check frame against protocol's schema and rules; return it cast to the schema (extras kept last).
 
@@ -39,17 +41,20 @@ def validate_manifest(
     errors="collect" returns every row, with an `error` column set on bad rows (their bad values null).
     A missing required column or a column of the wrong kind is a file-level error in both modes.
     A LazyFrame stays lazy, but its rows are read once here to check them.
+    A window of a larger manifest passes row_offset (its first row's index in the manifest, so
+    messages number rows as in the file) and first_rows (manifest_first_rows of the whole file,
+    sliced to the window: the duplicate-key check then sees every row, not just the window's).
     """
     if errors not in ("raise", "collect"):
         raise ValueError(f"errors must be 'raise' or 'collect', not {errors!r}")
     if max_errors < 1:
         raise ValueError(f"max_errors must be at least 1, not {max_errors}")
-    check_protocol(protocol, source)
+    spec = manifest_spec(protocol, source)
     locate_rows = locate_rows or data_row_labels
     eager = isinstance(frame, pl.DataFrame)
-    schema = SCHEMAS[protocol]
+    schema = spec.schema
     columns = frame.lazy().collect_schema()
-    missing = [name for name in REQUIRED[protocol] if name not in columns]
+    missing = [name for name in spec.required if name not in columns]
     if missing:
         raise ManifestError(
             f"{source}: missing required column{'s' if len(missing) > 1 else ''} "
@@ -71,37 +76,45 @@ def validate_manifest(
     output_columns = [*schema.names(), *extras]
 
     checks = row_checks(protocol, cast_checked, has_parse_error)
-    masks, bad_rows = _failing_rows(typed, protocol, checks)
+    if first_rows is not None and len(first_rows) != frame.lazy().select(pl.len()).collect().item():
+        raise ValueError(f"first_rows has {len(first_rows)} values for a window of another size")
+    masks, bad_rows = _failing_rows(typed, protocol, checks, row_offset, first_rows)
     if errors == "raise":
         if bad_rows.height:
-            raise ManifestError(_report(typed, masks, bad_rows, checks, source, max_errors, locate_rows))
+            raise ManifestError(
+                _report(typed, masks, bad_rows, checks, source, max_errors, locate_rows, row_offset)
+            )
         result = typed.select(output_columns)
     else:
-        messages = _row_messages(typed, bad_rows, checks)
+        messages = _row_messages(typed, bad_rows, checks, row_offset)
         error = pl.lit(None, pl.String)
         if messages.height:
-            rows, texts = messages[ROW_INDEX], messages[ERROR_COLUMN]
+            rows, texts = messages[ROW_INDEX] - row_offset, messages[ERROR_COLUMN]
             error = pl.int_range(pl.len(), dtype=rows.dtype).replace_strict(rows, texts, default=None)
         result = typed.select(*output_columns, error.alias(ERROR_COLUMN))
     return result.collect() if eager else result
-
-
-def check_protocol(protocol: str, source: str) -> None:
-    """Raise a ManifestError naming the known protocols if protocol is not one of them."""
-    if protocol not in SCHEMAS:
-        raise ManifestError(f"{source}: unknown protocol {protocol!r}; expected one of {', '.join(SCHEMAS)}")
 
 
 def _mask_name(index: int) -> str:
     return f"_failed_{index}"
 
 
-def _failing_rows(typed: pl.LazyFrame, protocol: str, checks: list[RowCheck]) -> tuple[list[str], pl.DataFrame]:
+def manifest_first_rows(keys: pl.DataFrame | pl.LazyFrame, protocol: str) -> pl.Series:
+    """Per row, the index of the first row with its unique key (keys: the protocol's key columns)."""
+    return (
+        keys.lazy().with_row_index(ROW_INDEX).select(first_row_of_key(protocol)).collect().to_series()
+    )
+
+
+def _failing_rows(
+    typed: pl.LazyFrame, protocol: str, checks: list[RowCheck], row_offset: int, first_rows: pl.Series | None
+) -> tuple[list[str], pl.DataFrame]:
     """Evaluate every check's mask over all rows; keep the failing rows' masks (and row indices)."""
     masks = [_mask_name(i) for i in range(len(checks))]
+    indexed = typed.with_row_index(ROW_INDEX, offset=row_offset)
     bad_rows = (
-        typed.with_row_index(ROW_INDEX)
-        .with_columns(first_row_of_key(protocol))
+        (indexed.with_columns(first_row_of_key(protocol)) if first_rows is None
+         else indexed.with_columns(pl.lit(first_rows.cast(pl.UInt32)).alias(FIRST_ROW_OF_KEY)))
         .select(ROW_INDEX, FIRST_ROW_OF_KEY, *(check.failed.alias(m) for check, m in zip(checks, masks, strict=True)))
         .filter(pl.any_horizontal(masks))
         .collect(engine="streaming")
@@ -109,9 +122,9 @@ def _failing_rows(typed: pl.LazyFrame, protocol: str, checks: list[RowCheck]) ->
     return masks, bad_rows
 
 
-def _problems(typed: pl.LazyFrame, bad_rows: pl.DataFrame, checks: list[RowCheck]) -> pl.DataFrame:
+def _problems(typed: pl.LazyFrame, bad_rows: pl.DataFrame, checks: list[RowCheck], row_offset: int) -> pl.DataFrame:
     """One row per failing row: its index and one message column per check (null where it passed)."""
-    values = typed.with_row_index(ROW_INDEX).filter(pl.col(ROW_INDEX).is_in(bad_rows[ROW_INDEX].implode()))
+    values = typed.with_row_index(ROW_INDEX, offset=row_offset).filter(pl.col(ROW_INDEX).is_in(bad_rows[ROW_INDEX].implode()))
     joined = values.join(bad_rows.lazy(), on=ROW_INDEX, how="inner", maintain_order="left")
     return joined.select(
         ROW_INDEX,
@@ -123,9 +136,9 @@ def _prefix(check: RowCheck) -> str:
     return f"column '{check.column}': " if check.column else ""
 
 
-def _row_messages(typed: pl.LazyFrame, bad_rows: pl.DataFrame, checks: list[RowCheck]) -> pl.DataFrame:
+def _row_messages(typed: pl.LazyFrame, bad_rows: pl.DataFrame, checks: list[RowCheck], row_offset: int) -> pl.DataFrame:
     """The `error` text of each failing row: its problems joined by "; "."""
-    problems = _problems(typed, bad_rows, checks)
+    problems = _problems(typed, bad_rows, checks, row_offset)
     parts = [pl.lit(_prefix(check)) + pl.col(_mask_name(i)) for i, check in enumerate(checks)]
     return problems.select(ROW_INDEX, pl.concat_str(parts, separator="; ", ignore_nulls=True).alias(ERROR_COLUMN))
 
@@ -138,10 +151,11 @@ def _report(
     source: str,
     max_errors: int,
     locate_rows: RowLocator,
+    row_offset: int,
 ) -> str:
     """Format the first max_errors problems, one per line, each naming source, row and column."""
     total = int(bad_rows.select(pl.sum_horizontal(masks).sum()).item())
-    problems = _problems(typed, bad_rows.head(max_errors), checks)
+    problems = _problems(typed, bad_rows.head(max_errors), checks, row_offset)
     labels = dict(zip(problems[ROW_INDEX].to_list(), locate_rows(problems[ROW_INDEX].to_list()), strict=True))
     lines: list[str] = []
     for row in problems.iter_rows(named=True):

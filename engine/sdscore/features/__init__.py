@@ -1,8 +1,9 @@
 """Feature extractors that turn loaded audio into per-item columns (speaker embeddings, ...)."""
 
-from sdscore.features.speaker import EMBEDDERS, EmbeddingCache, SpeakerEmbedder
+from sdscore.features.cache import ContentCache
+from sdscore.features.speaker import EMBEDDERS, SpeakerEmbedder
 
-__all__ = ["EMBEDDERS", "EmbeddingCache", "SpeakerEmbedder"]
+__all__ = ["EMBEDDERS", "ContentCache", "SpeakerEmbedder"]
 
 # Batched acoustic extractors behind one call, and TRACE's blueprint (judge protocol).
 from sdscore.features.blueprint import BlueprintBuilder, build_blueprints  # noqa: E402

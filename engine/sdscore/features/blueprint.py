@@ -1,29 +1,26 @@
 """TRACE's acoustic blueprint (paper Fig. 7): one JSON object per response, for an LLM judge to read.
 
-Features are extracted batched and cached by audio content: the key is the sha256 of the file's
-bytes plus a digest of the extractor settings, so an instruction shared by many pairs (or the
-same response under two paths) is extracted once, and a rerun reads the cache. Cache entries are
-JSON files written atomically (temporary file + rename); failed rows are not cached. A field that
+Features are extracted batched and cached by audio content (``sdscore.features.cache``): the key
+combines a digest of the file's bytes with a digest of the extractor settings, so an instruction
+shared by many pairs (or the same response under two paths) is extracted once, and a rerun reads
+the cache. Cache entries are JSON files written atomically; failed rows are not cached. A field that
 cannot be filled is null with its reason under ``unavailable``; a response whose audio (or an
 extractor) failed carries ``error`` instead.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from sdscore import __version__
 from sdscore.audio import load_many
+from sdscore.features.cache import ContentCache, cache_key, hash_file, hash_settings
 from sdscore.features.extract import extract, resolve
 
 SAMPLE_RATE = 16000
 CACHE_VERSION = "blueprint-features-1"
-_CHUNK = 1 << 20
+CACHE_NAMESPACE = "blueprint"
 QUALITY_FIELDS = {
     "DNSMOS_Personalized_Signal_Quality": "dnsmos_personalized_sig",
     "DNSMOS_Personalized_Background_Quality": "dnsmos_personalized_bak",
@@ -40,46 +37,6 @@ PROPERTY_FIELDS = {
     "Speech_Rate_WPM": "speech_rate_wpm",
     "Articulation_Rate_WPM": "articulation_rate_wpm",
 }
-
-
-def hash_file(path: str | os.PathLike) -> str:
-    """sha256 hex digest of a file's bytes (raises OSError if it cannot be read)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-class FeatureCache:
-    """Feature rows (JSON objects) by key, one file each under root; a miss or a bad file is None."""
-
-    def __init__(self, root: str | os.PathLike):
-        self.root = Path(root)
-
-    def path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.json"
-
-    def get(self, key: str) -> dict | None:
-        try:
-            value = json.loads(self.path(key).read_text())
-        except (OSError, ValueError):
-            return None
-        return value if isinstance(value, dict) else None
-
-    def put(self, key: str, row: Mapping) -> None:
-        path = self.path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(
-            dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp"
-        )
-        try:
-            with os.fdopen(handle, "w") as out:
-                json.dump(row, out)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
 
 
 class BlueprintBuilder:
@@ -126,10 +83,13 @@ class BlueprintBuilder:
             "rate": SAMPLE_RATE,
             "options": options,
         }
-        self.settings_digest = hashlib.sha256(
-            json.dumps(settings, sort_keys=True, default=str).encode()
-        ).hexdigest()
-        self.cache = FeatureCache(cache_dir) if cache_dir is not None else None
+        self.settings_digest = hash_settings(settings)
+        # disk only (no memory layer): rows can be large, and a rerun reads them back from disk
+        self.cache = (
+            ContentCache(cache_dir, CACHE_NAMESPACE, memory=False)
+            if cache_dir is not None
+            else None
+        )
         self.batch_size = batch_size
 
     @property
@@ -140,10 +100,8 @@ class BlueprintBuilder:
         return self._extractors
 
     def key(self, path: str | os.PathLike) -> str:
-        """Cache key of a file: sha256 of its bytes and of the extractor settings."""
-        return hashlib.sha256(
-            f"{hash_file(path)}:{self.settings_digest}".encode()
-        ).hexdigest()
+        """Cache key of a file: digest of its bytes and of the extractor settings."""
+        return cache_key(hash_file(path), self.settings_digest)
 
     def features(self, paths: Sequence[str | os.PathLike]) -> list[dict]:
         """The feature row of each path (extractor columns + ``error``), extracting each content once."""
@@ -158,7 +116,7 @@ class BlueprintBuilder:
                     "error": f"{os.fspath(p)}: cannot read: {error.strerror or error}"
                 }
                 continue
-            cached = self.cache.get(key) if self.cache is not None else None
+            cached = self.cache.get_json(key) if self.cache is not None else None
             if cached is not None:
                 rows[i] = cached
             else:
@@ -170,7 +128,7 @@ class BlueprintBuilder:
             batch = load_many([first_path[k] for k in part], sample_rate=SAMPLE_RATE)
             for key, row in zip(part, extract(self.extractors, batch).to_dicts()):
                 if self.cache is not None and row["error"] is None:
-                    self.cache.put(key, row)
+                    self.cache.put_json(key, row)
                 for i in todo[key]:
                     rows[i] = row
         return rows

@@ -7,8 +7,8 @@ already, so a pooling with weights (attn) keeps the base model's pooler, and a h
 pooling than the one the states were stored with cannot be fitted from them (it needs the hidden
 states: store the states again with that pooling).
 
-On disk: `sdscore_head.json` ({"base_model", "kind", "pooling", "hidden_size", ...}) and
-`head.safetensors`; `load_reward_model` loads the base, then this head over it.
+On disk (head_only_files.py): `sdscore_head.json` ({"base_model", "kind", "pooling", "hidden_size",
+...}) and `head.safetensors`; `load_reward_model` loads the base, then this head over it.
 """
 
 from __future__ import annotations
@@ -23,19 +23,12 @@ import numpy as np
 import torch
 
 from sdscore.atomic_write import atomic_path, write_json
-from sdscore.errors import ModelError
-from sdscore.models.checkpoint_files import read_json, read_safetensors
-from sdscore.models.heads import Pooler, pooling_name
-from sdscore.models.loading import (
-    HEAD_ONLY_CONFIG,
-    HEAD_ONLY_WEIGHTS,
-    load_reward_model,
-)
+from sdscore.models.head_only_files import HEAD_ONLY_CONFIG, HEAD_ONLY_WEIGHTS
+from sdscore.models.heads import pooling_name
 from sdscore.models.losses import bradley_terry_loss, pairwise_correct
 from sdscore.models.training import cosine_schedule
 
 FORMAT_VERSION = 1
-PARAMETER_FREE = ("mean", "last")
 
 
 @dataclass(frozen=True)
@@ -183,53 +176,3 @@ def save_head_only(
         "bias": "score_head.bias" in state, "card": dict(card or {}),
     })
     return out
-
-
-def read_head_only(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """(sdscore_head.json, head weights) of a head-only folder; ModelError saying what is wrong."""
-    folder = Path(path)
-    config_file, weights_file = folder / HEAD_ONLY_CONFIG, folder / HEAD_ONLY_WEIGHTS
-    if not config_file.is_file():
-        raise ModelError(f"{folder}: {HEAD_ONLY_CONFIG} is missing")
-    meta = read_json(config_file)
-    needed = ("base_model", "kind", "pooling", "hidden_size")
-    if not isinstance(meta, dict) or any(k not in meta for k in needed):
-        raise ModelError(f"{config_file}: needs the keys {list(needed)}")
-    state = read_safetensors(weights_file)
-    return meta, state
-
-
-def load_head_only(path: str | os.PathLike, **options: Any):
-    """The base model named in sdscore_head.json (via load_reward_model) with this head loaded over it."""
-    folder = Path(path)
-    meta, state = read_head_only(folder)
-    base_dir = Path(meta["base_model"])
-    if not base_dir.is_absolute():
-        base_dir = folder / base_dir
-    if not base_dir.is_dir():
-        raise ModelError(f"{folder / HEAD_ONLY_CONFIG}: base model {meta['base_model']!r} is not a directory ({base_dir})")
-    if base_dir.resolve() == folder.resolve():
-        raise ModelError(f"{folder / HEAD_ONLY_CONFIG}: base_model points at the head-only folder itself")
-    model = load_reward_model(base_dir, kind=meta["kind"], **options)
-    if model.kind != meta["kind"]:
-        raise ModelError(f"{folder}: head was fitted for a {meta['kind']!r} model, {base_dir} holds {model.kind!r}")
-    if int(meta["hidden_size"]) != model.hidden_size:
-        raise ModelError(f"{folder}: head has hidden_size {meta['hidden_size']}, base model {base_dir} has {model.hidden_size}")
-    try:
-        pooling = pooling_name(meta["pooling"])
-    except ValueError as error:
-        raise ModelError(f"{folder / HEAD_ONLY_CONFIG}: {error}") from error
-    if pooling != model.pooler.kind:
-        if pooling not in PARAMETER_FREE:
-            raise ModelError(f"{folder}: head uses {pooling!r} pooling but base model {base_dir} pools with "
-                             f"{model.pooler.kind!r}, so there are no {pooling!r} pooler weights to use")
-        device = model.score_head.weight.device
-        model.pooler = Pooler(pooling, model.hidden_size).to(device)
-    full = model.head_state()
-    unknown = sorted(set(state) - set(full))
-    if unknown:
-        raise ModelError(f"{folder / HEAD_ONLY_WEIGHTS}: weights {unknown} do not fit a {model.kind} head ({sorted(full)})")
-    full.update({k: torch.zeros_like(v) for k, v in full.items() if k.startswith("score_head.") and k not in state})
-    full.update(state)
-    model.load_head(full)
-    return model

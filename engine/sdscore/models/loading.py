@@ -12,8 +12,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from sdscore.errors import ModelError
 from sdscore.models.base import RewardModel
+from sdscore.models.head_only_files import HEAD_ONLY_CONFIG, HEAD_ONLY_WEIGHTS, read_head_only
+from sdscore.models.heads import Pooler, pooling_name
 
 #: adapter classes by kind, imported lazily (transformers is an optional extra)
 ADAPTERS = {
@@ -22,8 +26,8 @@ ADAPTERS = {
     "trl-seqcls": ("sdscore.models.trl_seqcls", "TrlSequenceClassifier"),
 }
 
-HEAD_ONLY_CONFIG = "sdscore_head.json"
-HEAD_ONLY_WEIGHTS = "head.safetensors"
+#: poolings without weights: a head-only folder may use one its base model does not pool with
+PARAMETER_FREE = ("mean", "last")
 
 
 def adapter_class(kind: str) -> type[RewardModel]:
@@ -57,8 +61,42 @@ def load_reward_model(path: str | os.PathLike, kind: str | None = None, **option
     """Load a reward model directory (head-only directories load their base, then the head)."""
     folder = Path(path)
     if (folder / HEAD_ONLY_CONFIG).is_file():
-        from sdscore.models.head_only import load_head_only
-
         return load_head_only(folder, **options)
     cls = adapter_class(kind or detect_kind(folder))
     return cls.from_dir(folder, **options)
+
+
+def load_head_only(path: str | os.PathLike, **options: Any) -> RewardModel:
+    """The base model named in sdscore_head.json (via load_reward_model) with this head loaded over it."""
+    folder = Path(path)
+    meta, state = read_head_only(folder)
+    base_dir = Path(meta["base_model"])
+    if not base_dir.is_absolute():
+        base_dir = folder / base_dir
+    if not base_dir.is_dir():
+        raise ModelError(f"{folder / HEAD_ONLY_CONFIG}: base model {meta['base_model']!r} is not a directory ({base_dir})")
+    if base_dir.resolve() == folder.resolve():
+        raise ModelError(f"{folder / HEAD_ONLY_CONFIG}: base_model points at the head-only folder itself")
+    model = load_reward_model(base_dir, kind=meta["kind"], **options)
+    if model.kind != meta["kind"]:
+        raise ModelError(f"{folder}: head was fitted for a {meta['kind']!r} model, {base_dir} holds {model.kind!r}")
+    if int(meta["hidden_size"]) != model.hidden_size:
+        raise ModelError(f"{folder}: head has hidden_size {meta['hidden_size']}, base model {base_dir} has {model.hidden_size}")
+    try:
+        pooling = pooling_name(meta["pooling"])
+    except ValueError as error:
+        raise ModelError(f"{folder / HEAD_ONLY_CONFIG}: {error}") from error
+    if pooling != model.pooler.kind:
+        if pooling not in PARAMETER_FREE:
+            raise ModelError(f"{folder}: head uses {pooling!r} pooling but base model {base_dir} pools with "
+                             f"{model.pooler.kind!r}, so there are no {pooling!r} pooler weights to use")
+        device = model.score_head.weight.device
+        model.pooler = Pooler(pooling, model.hidden_size).to(device)
+    full = model.head_state()
+    unknown = sorted(set(state) - set(full))
+    if unknown:
+        raise ModelError(f"{folder / HEAD_ONLY_WEIGHTS}: weights {unknown} do not fit a {model.kind} head ({sorted(full)})")
+    full.update({k: torch.zeros_like(v) for k, v in full.items() if k.startswith("score_head.") and k not in state})
+    full.update(state)
+    model.load_head(full)
+    return model

@@ -55,3 +55,10 @@ def run_eval(battles_path: str | os.PathLike, out_json: str | os.PathLike, **opt
     metrics = evaluate_arena(read_manifest(battles_path, "arena"), **options)
     write_json(out_json, metrics)
     return metrics
+
+
+def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, seed: int = 0) -> dict:
+    """`sdscore eval arena` (the registry's uniform signature; arena draws no plot)."""
+    if plot is not None:
+        raise ValueError("eval arena draws no plot; leave out --plot")
+    return run_eval(results[0], out_json, seed=seed)

@@ -1,10 +1,12 @@
 """Resumable output: results written shard by shard beside the target, merged at the end.
 
-`OUT.parquet` is produced from `OUT.parquet.parts/part-NNNNNN.parquet` (one per fixed slice of
-input rows, each written atomically) plus `run.json` recording what produced them. An interrupted
-run resumes with `resume=True`: finished shards are kept, the rest are scored; the final merge is
-one atomic write, after which the parts folder is removed. Shards written by a different run
-configuration are refused rather than mixed.
+`OUT.parquet` is produced from `OUT.parquet.parts/part-NNNNNN.parquet` (one per window of input
+rows, each written atomically and fsynced) plus `run.json`, the record of what produced them
+(runtime/provenance.py). An interrupted run resumes with `resume=True`: finished shards are kept,
+the rest are scored. A record that differs (another model, manifest or score-affecting setting)
+is refused with the names of what differs, never mixed. The final merge streams the shards in
+order into one Parquet file (one shard in memory at a time) with the run's provenance as
+metadata, written atomically; then the parts folder is removed.
 """
 
 from __future__ import annotations
@@ -12,32 +14,59 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 
-from sdscore.atomic_write import write_json
+from sdscore.atomic_write import atomic_path, write_json
 from sdscore.corpus.write import write_manifest
 from sdscore.errors import SdscoreError
+from sdscore.runtime.provenance import METADATA_KEY
 
 RUN_FILE = "run.json"
 
 
-class ShardedOutput:
-    """Shards of `out` for a run of `n_rows` input rows cut into slices of `shard_rows`."""
+def parts_folder(out: str | os.PathLike) -> Path:
+    out = Path(out)
+    return out.with_name(out.name + ".parts")
 
-    def __init__(self, out: str | os.PathLike, n_rows: int, shard_rows: int, config: dict, resume: bool):
+
+def recorded_shard_rows(out: str | os.PathLike) -> int | None:
+    """The window size an unfinished run at `out` used (None when there is none or it is unreadable)."""
+    try:
+        return int(json.loads((parts_folder(out) / RUN_FILE).read_text(encoding="utf-8"))["shard_rows"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _differences(previous: dict, current: dict, prefix: str = "") -> list[str]:
+    """Dotted names of the entries that differ between two records."""
+    names = []
+    for key in sorted(set(previous) | set(current)):
+        a, b = previous.get(key), current.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            names += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            names.append(f"{prefix}{key} ({a!r} then, {b!r} now)")
+    return names
+
+
+class ShardedOutput:
+    """Shards of `out` for a run of `n_rows` input rows cut into windows of `shard_rows`."""
+
+    def __init__(self, out: str | os.PathLike, n_rows: int, shard_rows: int, record: dict, resume: bool):
         if shard_rows < 1:
             raise ValueError(f"shard_rows must be >= 1, got {shard_rows}")
         self.out = Path(out)
-        self.parts = self.out.with_name(self.out.name + ".parts")
+        self.parts = parts_folder(self.out)
         self.n_rows = n_rows
         self.shard_rows = shard_rows
-        self.config = {**config, "n_rows": n_rows, "shard_rows": shard_rows}
+        self.record = {**record, "n_rows": n_rows, "shard_rows": shard_rows}
         self._open(resume)
 
     def _open(self, resume: bool) -> None:
+        self._created = True
         run_file = self.parts / RUN_FILE
         if self.parts.exists() and not resume:
             raise SdscoreError(
@@ -48,25 +77,26 @@ class ShardedOutput:
             try:
                 previous = json.loads(run_file.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
-                raise SdscoreError(f"{run_file}: cannot read the earlier run's settings ({exc})") from exc
-            if previous != self.config:
-                changed = sorted(k for k in set(previous) | set(self.config) if previous.get(k) != self.config.get(k))
+                raise SdscoreError(f"{run_file}: cannot read the earlier run's record ({exc})") from exc
+            if previous != self.record:
+                changed = _differences(previous, self.record)
                 raise SdscoreError(
-                    f"{self.parts}: was written with different settings ({', '.join(changed)} differ); "
-                    f"delete the folder to start over with the new ones"
+                    f"{self.parts}: the unfinished run was made with different settings, so its shards "
+                    f"cannot be mixed with this run's: {'; '.join(changed)}. Rerun with the earlier settings "
+                    f"to finish it, or delete the folder to start over"
                 )
             return
-        self.parts.mkdir(parents=True)
-        write_json(run_file, self.config)
+        self._created = False  # made with the first shard: a run that fails before leaves nothing
 
     @property
     def n_shards(self) -> int:
-        return (self.n_rows + self.shard_rows - 1) // self.shard_rows
+        """Windows of the input; an empty input still has one (empty) shard, so the output has columns."""
+        return max(1, (self.n_rows + self.shard_rows - 1) // self.shard_rows)
 
     def shard_path(self, k: int) -> Path:
         return self.parts / f"part-{k:06d}.parquet"
 
-    def shard_rows_range(self, k: int) -> tuple[int, int]:
+    def rows_of(self, k: int) -> tuple[int, int]:
         """[start, stop) of input rows in shard k."""
         return k * self.shard_rows, min(self.n_rows, (k + 1) * self.shard_rows)
 
@@ -75,18 +105,39 @@ class ShardedOutput:
         return [k for k in range(self.n_shards) if not self.shard_path(k).is_file()]
 
     def write_shard(self, k: int, frame: pl.DataFrame) -> None:
-        start, stop = self.shard_rows_range(k)
+        start, stop = self.rows_of(k)
         if frame.height != stop - start:
-            raise AssertionError(f"shard {k}: {frame.height} rows for input rows {start}..{stop}")
+            raise SdscoreError(f"shard {k}: {frame.height} result rows for input rows {start + 1}..{stop}")
+        if not self._created:
+            self.parts.mkdir(parents=True)
+            write_json(self.parts / RUN_FILE, self.record)
+            self._created = True
         write_manifest(frame, self.shard_path(k))
 
-    def finish(self, empty: Callable[[], pl.DataFrame]) -> pl.DataFrame:
-        """Merge the shards in order into `out` (atomically), remove the parts, return the results."""
+    def finish(self, provenance: dict) -> tuple[int, int]:
+        """Stream the shards in order into `out` (atomically) with provenance; remove the parts.
+
+        Returns (rows, failed rows)."""
         missing = self.pending()
         if missing:
             raise SdscoreError(f"{self.parts}: shards {missing[:5]} missing; cannot merge")
-        frames = [pl.read_parquet(self.shard_path(k)) for k in range(self.n_shards)]
-        results = pl.concat(frames, how="vertical") if frames else empty()
-        write_manifest(results, self.out)
+        rows = failed = 0
+        writer = None
+        with atomic_path(self.out, durable=True) as temp:
+            try:
+                for k in range(self.n_shards):
+                    table = pq.read_table(self.shard_path(k))
+                    if writer is None:
+                        writer = pq.ParquetWriter(temp, table.schema)
+                    elif not table.schema.equals(writer.schema, check_metadata=False):
+                        table = table.cast(writer.schema)
+                    rows += table.num_rows
+                    failed += table.num_rows - table.column("error").null_count
+                    writer.write_table(table)
+                provenance = {**provenance, "rows": rows, "failed_rows": failed}
+                writer.add_key_value_metadata({METADATA_KEY: json.dumps(provenance, default=str)})
+            finally:
+                if writer is not None:
+                    writer.close()
         shutil.rmtree(self.parts)
-        return results
+        return rows, failed

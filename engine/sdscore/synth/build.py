@@ -17,7 +17,7 @@ import polars as pl
 import soundfile as sf
 
 from sdscore.atomic_write import write_json
-from sdscore.corpus import AUDIO_COLUMNS, TURN, validate_manifest, write_manifest
+from sdscore.corpus import TURN, manifest_spec, validate_manifest, write_manifest
 from sdscore.synth import clips, similarity
 from sdscore.synth.battles import build_battles
 from sdscore.synth.consistency_instances import build_consistency
@@ -186,7 +186,7 @@ def audio_paths(frames: dict[str, pl.DataFrame]) -> set[str]:
             column = frame[name]
             if dtype == pl.List(TURN):
                 column = column.explode().struct.field("audio_path")
-            elif name not in AUDIO_COLUMNS[protocol]:
+            elif name not in manifest_spec(protocol).audio_columns:
                 continue
             elif dtype == pl.List(pl.String):
                 column = column.explode()

@@ -1,6 +1,5 @@
 """Speaker embeddings: GE2E (resemblyzer weights, batched), ECAPA-TDNN (SpeechBrain folder), WavLM (HF folder)."""
 
-from sdscore.features.speaker.cache import EmbeddingCache, hash_file, hash_samples
 from sdscore.features.speaker.embedder import EMBEDDERS, SpeakerEmbedder
 
-__all__ = ["EMBEDDERS", "EmbeddingCache", "SpeakerEmbedder", "hash_file", "hash_samples"]
+__all__ = ["EMBEDDERS", "SpeakerEmbedder"]

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from sdscore.errors import ModelError
-from sdscore.features.speaker.cache import combine_digests, hash_file
+from sdscore.features.cache import combine_digests, hash_file
 from sdscore.features.speaker.speechbrain_layout import (
     Normalization,
     Tagged,

@@ -16,7 +16,7 @@ import numpy as np
 
 from sdscore.audio import AudioBatch, load_many
 from sdscore.errors import AudioError, ModelError
-from sdscore.features.speaker.cache import EmbeddingCache, hash_file, hash_samples
+from sdscore.features.cache import ContentCache, hash_file, hash_samples
 from sdscore.progress import Progress
 
 EMBEDDERS = ("ge2e", "ecapa", "wavlm")
@@ -61,14 +61,14 @@ class SpeakerEmbedder:
         self.dim = int(self.encoder.dim)
         self.sample_rate = int(self.encoder.sample_rate)
         self.version = self.encoder.version
-        self.cache = EmbeddingCache(self.version, cache_dir)
+        self.cache = ContentCache(cache_dir, self.version)  # namespace: embedder + weights digest
         self.computed = 0
 
     def _embed_keyed(self, keys: list[str], waves: Sequence[np.ndarray]) -> tuple[np.ndarray, list[str | None]]:
         """Embed waves whose keys miss the cache; store what succeeds."""
         embeddings, errors = self.encoder.embed_waveforms(waves)
         self.computed += sum(e is None for e in errors)
-        self.cache.put_many({k: e for k, e, err in zip(keys, embeddings, errors) if err is None})
+        self.cache.put_arrays({k: e for k, e, err in zip(keys, embeddings, errors) if err is None})
         return embeddings, errors
 
     def embed(self, batch: AudioBatch) -> np.ndarray:
@@ -78,7 +78,7 @@ class SpeakerEmbedder:
         out = np.empty((len(batch), self.dim), dtype=np.float32)
         errors = list(batch.errors)
         keys = [hash_samples(batch[i], batch.sample_rate) if errors[i] is None else "" for i in range(len(batch))]
-        cached = self.cache.get_many(k for k in keys if k)
+        cached = self.cache.get_arrays(k for k in keys if k)
         todo = [i for i, k in enumerate(keys) if k and k not in cached]
         for i, k in enumerate(keys):
             if k in cached:
@@ -116,7 +116,7 @@ class SpeakerEmbedder:
                 keys[path] = hash_file(path)
             except OSError as error:
                 errors[path] = f"{path}: cannot read audio file: {error.strerror or error}"
-        cached = self.cache.get_many(set(keys.values()))
+        cached = self.cache.get_arrays(set(keys.values()))
         found = {path: cached[key] for path, key in keys.items() if key in cached}
         todo_keys = list(dict.fromkeys(k for k in keys.values() if k not in cached))
         first_path = {}

@@ -22,7 +22,7 @@ import torch
 from scipy.ndimage import binary_dilation
 
 from sdscore.errors import MissingDependencyError, ModelError
-from sdscore.features.speaker.cache import hash_file
+from sdscore.features.cache import hash_file
 from sdscore.features.speaker.forward_pool import ForwardPool
 
 SAMPLE_RATE = 16000

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from sdscore.errors import MissingDependencyError, ModelError
-from sdscore.features.speaker.cache import combine_digests, hash_file
+from sdscore.features.cache import combine_digests, hash_file
 
 PIPELINE_VERSION = "wavlm-1"
 _MODEL_FILES = ("config.json", "preprocessor_config.json", "model.safetensors", "pytorch_model.bin")

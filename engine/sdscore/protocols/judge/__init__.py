@@ -18,16 +18,17 @@ from sdscore.protocols.judge.probes import (
 )
 from sdscore.protocols.judge.prompts import PROMPT_MODES, PromptTemplate, load_prompt
 from sdscore.protocols.judge.protocol import (
-    demo_judge,
+    evaluate_files,
     evaluate_judges,
     make_judge,
     results_settings,
     run_eval,
-    run_score,
     score_judge,
 )
 from sdscore.protocols.judge.replies import ReplyError, parse_reply
+from sdscore.protocols.judge.demo import demo_judge
 from sdscore.protocols.judge.rule_judge import RuleBaselineJudge, RuleThresholds
+from sdscore.protocols.judge.scorer import JudgeScorer, scoring_job
 
 __all__ = [
     "DIMENSIONS",
@@ -38,6 +39,7 @@ __all__ = [
     "ChatResult",
     "Judge",
     "JudgeItem",
+    "JudgeScorer",
     "LLMJudge",
     "Price",
     "PromptTemplate",
@@ -51,6 +53,7 @@ __all__ = [
     "attribution",
     "content_counterfactual",
     "demo_judge",
+    "evaluate_files",
     "evaluate_judges",
     "fuse",
     "fuse_many",
@@ -59,6 +62,6 @@ __all__ = [
     "parse_reply",
     "results_settings",
     "run_eval",
-    "run_score",
     "score_judge",
+    "scoring_job",
 ]

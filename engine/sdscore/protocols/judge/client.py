@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from sdscore.errors import JudgeError
-from sdscore.protocols.judge.cache import ReplyCache, request_key
+from sdscore.features.cache import ContentCache, hash_settings
 from sdscore.protocols.judge.replies import ReplyError
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 API_KEY_ENV = ("SDSCORE_JUDGE_API_KEY", "OPENAI_API_KEY")
 _SHOWN_BODY = 300
 _NOT_JSON = object()  # a 2xx answer whose body did not decode
+REPLY_NAMESPACE = "judge-replies"  # folder of cached replies under cache_dir
 
 
 @dataclass(frozen=True)
@@ -208,7 +209,8 @@ class ChatClient:
         if json_mode:
             self.params["response_format"] = {"type": "json_object"}
         self.price = (prices or {}).get(model)
-        self.cache = None if cache_dir is None else ReplyCache(cache_dir)
+        # disk only: a reply's entry is re-read (and re-validated) on every call
+        self.cache = None if cache_dir is None else ContentCache(cache_dir, REPLY_NAMESPACE, memory=False)
         self.totals = Totals(cost=None if self.price is None else 0.0)
         self._api_key = api_key if api_key is not None else api_key_from_env()
         self._sleep = sleep
@@ -249,8 +251,8 @@ class ChatClient:
         JudgeError when HTTP retries run out or the endpoint refuses (4xx other than 429)."""
         key = None
         if self.cache is not None:
-            key = request_key(self.model, messages, self.params)
-            hit = self._from_cache(self.cache.get(key), parse)
+            key = hash_settings({"model": self.model, "messages": messages, "params": self.params})
+            hit = self._from_cache(self.cache.get_json(key), parse)
             if hit is not None:
                 return hit
         body = {"model": self.model, "messages": messages, **self.params}
@@ -272,7 +274,7 @@ class ChatClient:
                     log.warning("judge reply did not validate (%s); asking again", self._redact(str(error)))
                     continue
                 if self.cache is not None and key is not None:
-                    self.cache.put(key, {"content": content, "usage": vars(usage), "model": self.model})
+                    self.cache.put_json(key, {"content": content, "usage": vars(usage), "model": self.model})
                 return ChatResult(content, parsed, usage, cost, cached=False, attempts=attempts)
         raise ReplyError(
             self._redact(f"no valid reply after {self.retry.reply_retries + 1} replies; last: {last_error}")

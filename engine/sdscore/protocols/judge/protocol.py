@@ -1,5 +1,6 @@
 """The judge protocol: score pairs with a judge and fuse (score_judge), compare judges with the
-human labels (evaluate_judges), and the file-to-file entry points the CLI calls (run_score, run_eval).
+human labels (evaluate_judges), and the file-to-file evaluation the CLI calls (run_eval); the
+Scorer that `sdscore score judge` streams a manifest through is in judge/scorer.py.
 
 Statistics: accuracy counts an errored row as wrong; κ, confusion matrices and probes use the rows
 that have a prediction; a dimension without human labels gets None. overall_ci95 is a seeded paired
@@ -9,7 +10,6 @@ McNemar (exact, two-sided) compares each pair of judges on those items.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from sdscore.atomic_write import atomic_path, write_json
-from sdscore.corpus import read_manifest
+from sdscore.atomic_write import write_json
 from sdscore.errors import JudgeError
 from sdscore.metrics.agreement import (
     cohen_kappa,
@@ -44,6 +43,7 @@ from sdscore.protocols.judge.probes import (
 )
 from sdscore.protocols.judge.prompts import load_prompt
 from sdscore.protocols.judge.rule_judge import RuleBaselineJudge
+from sdscore.runtime.provenance import read_provenance
 
 LABEL_COLUMNS = (*DIMENSIONS, "overall")
 PRED_COLUMNS = tuple(f"{name}_pred" for name in LABEL_COLUMNS)
@@ -56,8 +56,6 @@ RESULT_SCHEMA = pl.Schema(
         "error": pl.String,
     }
 )
-#: Parquet key-value metadata key of a results file: JSON with judge, fusion, model, mode, usage.
-METADATA_KEY = "sdscore.judge"
 JUDGE_KINDS = ("rule", "openai")
 BASE_URL_ENV = ("SDSCORE_JUDGE_BASE_URL", "OPENAI_BASE_URL")
 
@@ -86,8 +84,11 @@ def judge_items(
     responses = blueprints if judge.needs_blueprints else None
     instructions = blueprints if judge.needs_instruction_blueprint else None
     out: list[JudgeItem | JudgeError] = []
-    columns = ("item_id", "audio1_path", "audio2_path", "instruction_text", "instruction_path")
-    for item_id, audio1, audio2, text, instruction_path in zip(*(_column(frame, c) for c in columns)):
+    columns = ("item_id", "audio1_path", "audio2_path", "instruction_text", "instruction_path", "error")
+    for item_id, audio1, audio2, text, instruction_path, error in zip(*(_column(frame, c) for c in columns)):
+        if error is not None:  # the manifest reader refused the row
+            out.append(JudgeError(f"item {item_id}: {error}"))
+            continue
         try:
             out.append(
                 JudgeItem(
@@ -111,6 +112,8 @@ def blueprint_paths(frame: pl.DataFrame, judge: Judge) -> list[str]:
     columns = ["audio1_path", "audio2_path"] if judge.needs_blueprints else []
     if judge.needs_instruction_blueprint:
         columns.append("instruction_path")
+    if "error" in frame.columns:  # rows the manifest reader refused need nothing
+        frame = frame.filter(pl.col("error").is_null())
     paths = [p for c in columns for p in _column(frame, c) if p]
     return list(dict.fromkeys(paths))
 
@@ -329,68 +332,9 @@ def make_judge(
     return LLMJudge(client, mode, load_prompt(mode, prompt_file), instruction_source, name=f"llm-{mode}")
 
 
-def _write_parquet(frame: pl.DataFrame, path: Path, metadata: dict[str, str]) -> None:
-    """Write atomically: a temp file in the same folder, then a rename."""
-    with atomic_path(path, durable=True) as temp:
-        frame.write_parquet(temp, metadata=metadata)
-
-
-def run_score(
-    manifest: str | os.PathLike,
-    out: str | os.PathLike,
-    judge: str = "rule",
-    fusion: str = "speakbench",
-    base_url: str | None = None,
-    model: str | None = None,
-    mode: str = "blueprint",
-    prompt_file: str | os.PathLike | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    concurrency: int = 8,
-    progress: Progress | None = None,
-    instruction_source: str = "text",
-    prices: Mapping[str, Price] | None = None,
-) -> pl.DataFrame:
-    """`sdscore score judge`: read the manifest, build blueprints (cached under cache_dir/blueprints),
-    judge, fuse, and write OUT.parquet with the run's settings in its metadata; returns the frame."""
-    _check_fusion(fusion)
-    frame = read_manifest(manifest, protocol="judge")
-    scorer = make_judge(
-        judge,
-        base_url=base_url,
-        model=model,
-        mode=mode,
-        prompt_file=prompt_file,
-        cache_dir=cache_dir,
-        concurrency=concurrency,
-        instruction_source=instruction_source,
-        prices=prices,
-    )
-    blueprints = None
-    paths = blueprint_paths(frame, scorer)
-    if paths:
-        from sdscore.features.blueprint import build_blueprints
-
-        blueprint_cache = None if cache_dir is None else Path(cache_dir) / "blueprints"
-        blueprints = dict(zip(paths, build_blueprints(paths, cache_dir=blueprint_cache)))
-    try:
-        result = score_judge(frame, scorer, fusion, blueprints, progress)
-    finally:
-        if isinstance(scorer, LLMJudge):
-            scorer.client.close()
-    settings: dict[str, Any] = {"judge": scorer.name, "fusion": fusion, "instruction_source": instruction_source}
-    if isinstance(scorer, LLMJudge):
-        settings.update(model=model, mode=mode, prompt=scorer.prompt.source, usage=scorer.client.totals.as_dict())
-    _write_parquet(result, Path(out), {METADATA_KEY: json.dumps(settings)})
-    return result
-
-
 def results_settings(path: str | os.PathLike) -> dict[str, Any]:
-    """The settings run_score stored in a results file ({} for files written otherwise)."""
-    raw = pl.read_parquet_metadata(path).get(METADATA_KEY)
-    try:
-        settings = json.loads(raw) if raw else {}
-    except ValueError:
-        return {}
+    """The settings a results file was scored with (its run provenance; {} for files written otherwise)."""
+    settings = read_provenance(path).get("settings")
     return settings if isinstance(settings, dict) else {}
 
 
@@ -422,23 +366,6 @@ def run_eval(
     return metrics
 
 
-def demo_judge(
-    manifest: str | os.PathLike, out_dir: str | os.PathLike, progress: Progress | None = None
-) -> dict[str, Any]:
-    """The judge stage of `sdscore demo`: the rule baseline fused by `speakbench` and, as TRACE's
-    Tab. 11 ablation, by `majority`; metrics and confusion plots under out_dir; returns a summary."""
-    out = Path(out_dir)
-    results = []
-    for fusion in ("speakbench", "majority"):
-        path = out / f"rule-{fusion}.parquet"
-        run_score(manifest, path, judge="rule", fusion=fusion, cache_dir=out / "cache", progress=progress)
-        results.append(path)
-    metrics = run_eval(results, out / "metrics.json", plots_dir=out / "plots")
-    return {
-        "judge": "rule baseline",
-        "metrics": str(out / "metrics.json"),
-        "overall_accuracy": {name: m["accuracy"]["overall"] for name, m in metrics["judges"].items()},
-        "overall_ci95": {name: m["overall_ci95"] for name, m in metrics["judges"].items()},
-        "errors": {name: m["n_errors"] for name, m in metrics["judges"].items()},
-        "mcnemar": metrics["mcnemar"],
-    }
+def evaluate_files(results: Sequence, out_json: str | os.PathLike, *, plot=None, seed: int = 0) -> dict:
+    """`sdscore eval judge` (the registry's uniform signature): plot is a folder of confusion PNGs."""
+    return run_eval(results, out_json, plots_dir=plot, seed=seed)

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from sdscore.errors import ModelError
-from sdscore.runtime.onnx_export import OUTPUT_NAME, dtype_name, read_sidecar
+from sdscore.runtime.reward.onnx_sidecar import OUTPUT_NAME, dtype_name, read_sidecar
 
 
 def default_providers() -> list[str]:

@@ -18,7 +18,7 @@ import polars as pl
 from sdscore.corpus import read_manifest
 from sdscore.errors import ManifestError
 from sdscore.progress import Progress
-from sdscore.protocols.reward import POOLED_COLUMNS
+from sdscore.protocols.reward.scoring import POOLED_COLUMNS
 
 
 def _valid_pairs(path: str | os.PathLike, progress: Progress | None) -> pl.DataFrame:
@@ -97,8 +97,8 @@ def run_train_head(
     """
     from sdscore.models.head_only import HeadTrainConfig, save_head_only, train_head
     from sdscore.models.training import hash_split
-    from sdscore.protocols.reward import score_pairs_frame
-    from sdscore.runtime.reward_scorer import RewardScorer
+    from sdscore.protocols.reward.scoring import score_pairs_frame
+    from sdscore.runtime.reward.episode_scorer import RewardScorer
 
     head_config = HeadTrainConfig(**_options(HeadTrainConfig, config))
     pairs = _valid_pairs(manifest, progress)

@@ -7,12 +7,14 @@ turns' centroid, flagged above it; reference: cosine to the reference clip, flag
 a detection row is inconsistent iff a turn is flagged. One `score_candidates` call ranks each
 discrimination row's candidates (best first; for centroid, the smallest distance). evaluate:
 SpeakerSleuth's metrics (sdscore.metrics.consistency), and a threshold sweep over the same scores.
+`ConsistencyScorer` is the protocol's Scorer (runtime/scorer.py) for `sdscore score consistency`.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -20,7 +22,7 @@ import torch
 
 from sdscore import kernels
 from sdscore.atomic_write import write_json
-from sdscore.corpus import CONSISTENCY_INSTANCES, read_manifest, write_manifest
+from sdscore.corpus import CONSISTENCY_INSTANCES
 from sdscore.features.speaker import SpeakerEmbedder
 from sdscore.metrics.consistency import (
     consistency_summary,
@@ -28,6 +30,7 @@ from sdscore.metrics.consistency import (
     localization_summary,
 )
 from sdscore.progress import Progress
+from sdscore.runtime.scorer import ScoringJob
 
 #: Default threshold per method (SpeakerSleuth §5.1).
 METHODS = {"pairwise": 0.4, "centroid": 0.3, "reference": 0.4}
@@ -229,27 +232,31 @@ def evaluate_consistency(results: pl.DataFrame) -> dict:
     return summary
 
 
-def run_score(
-    manifest_path: str | os.PathLike,
-    out_path: str | os.PathLike,
-    embedder: str | SpeakerEmbedder = "ge2e",
-    method: str = "pairwise",
-    threshold: float | None = None,
-    model_dir: str | os.PathLike | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    progress: Progress | None = None,
-) -> pl.DataFrame:
-    """Read a consistency manifest, score it, write the results as Parquet atomically, return them.
+class ConsistencyScorer:
+    """The consistency protocol's Scorer: one speaker embedder (loaded once), one method.
 
-    Malformed manifest rows are kept and carry their validation error.
-    """
-    check_method(method, threshold)
-    frame = read_manifest(manifest_path, "consistency", errors="collect")
-    if isinstance(embedder, str):
-        embedder = SpeakerEmbedder(embedder, model_dir, cache_dir=cache_dir)
-    results = score_consistency(frame, embedder, method, threshold, progress=progress)
-    write_manifest(results, out_path)
-    return results
+    Settings: embedder (ge2e | ecapa | wavlm), method, threshold (default: the method's), model_dir
+    (ecapa, wavlm folders), cache_dir (embedding cache keyed by audio content)."""
+
+    def __init__(self, embedder: str = "ge2e", method: str = "pairwise", threshold: float | None = None,
+                 model_dir: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None):
+        self.method = method
+        self.threshold = check_method(method, threshold)
+        self.embedder = SpeakerEmbedder(embedder, model_dir, cache_dir=cache_dir)
+
+    def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
+        return score_consistency(rows, self.embedder, self.method, self.threshold)
+
+
+def scoring_job(**settings: Any) -> ScoringJob:
+    """The ScoringJob of `sdscore score consistency` (settings: ConsistencyScorer's), checked up front."""
+    settings = {k: v for k, v in settings.items() if v is not None}
+    check_method(settings.get("method", "pairwise"), settings.get("threshold"))
+    for name in ("model_dir", "cache_dir"):
+        if name in settings:
+            settings[name] = os.path.abspath(settings[name])
+    return ScoringJob("consistency", ConsistencyScorer, settings, volatile=("cache_dir",),
+                      model_dir=settings.get("model_dir"))
 
 
 def run_eval(
@@ -271,3 +278,8 @@ def run_eval(
     return metrics
 
 
+
+
+def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, seed: int = 0) -> dict:
+    """`sdscore eval consistency` (the registry's uniform signature; seed is unused: no resampling)."""
+    return run_eval(results[0], out_json, plot_path=plot)

@@ -16,8 +16,8 @@ on nn.TransformerEncoder would only run at that length. Every export is then che
 torch with onnxruntime, on the example and on a smaller batch (which catches baked-in sizes).
 
 Files are written atomically: `<name>.onnx` and the sidecar `<name>.json` (input names, dtypes
-and shapes, the output, opset, exporter, source model), which onnx_backend and tensorrt_backend
-read. Weights are stored inside the .onnx file, so a model must stay under protobuf's 2 GiB.
+and shapes, the output, opset, exporter, source model; format in onnx_sidecar), which onnx_backend
+and tensorrt_backend read. Weights are stored inside the .onnx file, so a model must stay under protobuf's 2 GiB.
 """
 
 from __future__ import annotations
@@ -42,16 +42,19 @@ import sdscore
 from sdscore.atomic_write import atomic_path, write_json
 from sdscore.errors import MissingDependencyError, ModelError
 from sdscore.models.base import RewardModel
-from sdscore.models.checkpoint_files import read_json
 from sdscore.models.episodes import Episode, Turn
 from sdscore.models.heads import Pooler, PoolingHead
 from sdscore.models.loading import load_reward_model
+from sdscore.runtime.reward.onnx_sidecar import (
+    BATCH_AXIS,
+    LENGTH_AXIS,
+    OUTPUT_NAME,
+    SIDECAR_FORMAT,
+    SIDECAR_VERSION,
+    dtype_name,
+    sidecar_path,
+)
 
-SIDECAR_FORMAT = "sdscore-onnx"
-SIDECAR_VERSION = 1
-OUTPUT_NAME = "reward"
-BATCH_AXIS = "batch"
-LENGTH_AXIS = "length"
 EXPORTERS = ("auto", "dynamo", "torchscript")
 FORMATS = ("onnx", "tensorrt")
 WHAT = ("model", "head")
@@ -62,43 +65,7 @@ DENSE_KINDS = frozenset({"compact"})
 CHECK_TOLERANCE = 1e-3
 
 
-# --- the sidecar -----------------------------------------------------------------------------
-
-
-def sidecar_path(path: str | os.PathLike) -> Path:
-    """The sidecar beside an exported file: `<stem>.json` (model.onnx → model.json)."""
-    return Path(path).with_suffix(".json")
-
-
-def read_sidecar(path: str | os.PathLike) -> dict[str, Any]:
-    """The sidecar of an exported file (or the .json itself); ModelError if missing or malformed."""
-    path = Path(path)
-    file = path if path.suffix == ".json" else sidecar_path(path)
-    if not file.is_file():
-        raise ModelError(f"{file}: sidecar is missing (export writes it beside {path.name}; run `sdscore export` again)")
-    meta = read_json(file, "sidecar JSON")
-    if not isinstance(meta, dict) or meta.get("format") != SIDECAR_FORMAT:
-        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise ModelError(f"{file}: not an sdscore export sidecar (format {found!r}, expected {SIDECAR_FORMAT!r})")
-    version = meta.get("version")
-    if not isinstance(version, int) or version > SIDECAR_VERSION:
-        raise ModelError(f"{file}: sidecar version {version!r} is not supported (this sdscore reads <= {SIDECAR_VERSION})")
-    inputs = meta.get("inputs")
-    good = isinstance(inputs, list) and inputs and all(
-        isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("dtype"), str)
-        and isinstance(s.get("shape"), list) and s.get("rank") == len(s["shape"])
-        for s in inputs
-    )
-    if not good:
-        raise ModelError(f"{file}: 'inputs' must be a non-empty list of {{name, dtype, rank, shape}}")
-    return meta
-
-
-def dtype_name(dtype: torch.dtype | np.dtype) -> str:
-    """"float32", "int64", "bool", ... for a torch or numpy dtype (the sidecar's spelling)."""
-    if isinstance(dtype, torch.dtype):
-        return str(dtype).removeprefix("torch.")
-    return np.dtype(dtype).name
+# --- the example batch -----------------------------------------------------------------------
 
 
 def _shapes(batch: Mapping[str, torch.Tensor]) -> dict[str, list[str | int]]:
@@ -469,7 +436,7 @@ def export_model(model_dir: str | os.PathLike, fmt: str = "onnx", out: str | os.
     if what not in WHAT:
         raise ValueError(f"what must be one of {WHAT}, got {what!r}")
     if fmt == "tensorrt":
-        from sdscore.runtime.tensorrt_backend import require_tensorrt
+        from sdscore.runtime.reward.tensorrt_backend import require_tensorrt
 
         require_tensorrt()  # fail before minutes of export work
     model = load_reward_model(model_dir)
@@ -487,7 +454,7 @@ def export_model(model_dir: str | os.PathLike, fmt: str = "onnx", out: str | os.
                                      source_kind=model.kind)
     written = [onnx_file, sidecar_path(onnx_file)]
     if fmt == "tensorrt":
-        from sdscore.runtime.tensorrt_backend import build_engine
+        from sdscore.runtime.reward.tensorrt_backend import build_engine
 
         engine = build_engine(onnx_file, folder / f"{onnx_file.stem}.trt.engine", fp16=fp16,
                               workspace_gb=workspace_gb, max_batch=max_batch, max_length=max_length)

@@ -5,8 +5,8 @@ with one threaded `load_many` call, the model prepares all episodes at once (`pr
 compact model runs one batched log-mel over the window's distinct clips, so a pair's shared
 context is computed once) and the episodes are grouped by length into batches
 (runtime/batching.py). On CUDA a background thread prepares the next window while the GPU runs
-this one. With `workers` > 1 on a CPU, windows go to worker processes (runtime/worker_pool.py),
-each with its own model copy and a share of the cores. Results come back in input order. A bad
+this one. (Several processes or machines are the runtime's executors, which run whole protocol
+Scorers: runtime/executors.) Results come back in input order. A bad
 episode (unreadable audio, no usable turn) gets NaN and its error text; the other episodes of its
 batch are scored as usual.
 """
@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import math
 import os
-import weakref
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -55,10 +54,6 @@ class _PreparedWindow:
     errors: list[str | None]
 
 
-def _usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def _waveform(audio: Any, episode: Episode, turn: int) -> np.ndarray:
     """An in-memory waveform as 1-D float32 numpy (a torch tensor is copied to the CPU)."""
     if isinstance(audio, torch.Tensor):
@@ -85,17 +80,13 @@ class RewardScorer:
         window: int | None = None,
         num_threads: int | None = None,
         prefetch: bool | None = None,
-        workers: int | str = 1,
         session: Any = None,
     ):
         """model: a loaded RewardModel; max_tokens caps B × Lmax per batch; window (default
         16 × max_batch) is how many episodes are loaded, featurised and bucketed together;
-        session: an exported-model session (runtime.onnx_backend) that replaces the torch forward;
+        session: an exported-model session (runtime.reward.onnx_backend) that replaces the torch forward;
         prefetch (default: on for CUDA) prepares the next window on a thread while this one runs —
-        on a CPU-only machine the two compete for the same cores and it measured slower;
-        workers: CPU worker processes for inputs of two windows or more (1, the default: score in
-        this process; "auto": one per usable core, at most 8, when the model runs in torch on
-        the CPU); on the 2-core bench machine 2 workers gave about 1.1×, see bench/reward.py."""
+        on a CPU-only machine the two compete for the same cores and it measured slower."""
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.model = model
@@ -112,40 +103,6 @@ class RewardScorer:
         if session is None:
             self.model.to(device=self.device, dtype=self.dtype)
         self.model.eval()
-        self.workers = self._resolve_workers(workers)
-        self._pool = None
-        self._pool_finalizer = None
-
-    def _resolve_workers(self, workers: int | str) -> int:
-        if workers == "auto":
-            in_process_only = self.device.type != "cpu" or self.session is not None
-            return 1 if in_process_only else max(1, min(_usable_cores(), 8))
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"workers must be 'auto' or an integer >= 1, got {workers!r}")
-        if workers > 1 and (self.device.type != "cpu" or self.session is not None):
-            raise ValueError("worker processes run the torch model on the CPU only (use workers=1 here)")
-        return workers
-
-    def close(self) -> None:
-        """Stop the worker processes, if any were started (a later call starts them again)."""
-        if self._pool_finalizer is not None:
-            self._pool_finalizer()
-        self._pool = self._pool_finalizer = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def _worker_pool(self):
-        if self._pool is None:
-            from sdscore.runtime.worker_pool import WorkerPool
-
-            options = {"dtype": self.dtype, "max_batch": self.max_batch, "max_tokens": self.max_tokens}
-            self._pool = WorkerPool(self.model, self.workers, max(1, _usable_cores() // self.workers), options)
-            self._pool_finalizer = weakref.finalize(self, self._pool.close)
-        return self._pool
 
     @classmethod
     def from_pretrained(
@@ -178,10 +135,10 @@ class RewardScorer:
             fmt = "onnx" if backend == "onnxruntime" else "tensorrt"
             raise SdscoreError(f"{exported}: no {backend} export (run `sdscore export {path} --format {fmt}`)")
         if backend == "onnxruntime":
-            from sdscore.runtime.onnx_backend import OnnxRewardSession
+            from sdscore.runtime.reward.onnx_backend import OnnxRewardSession
 
             return cls(model, device="cpu", dtype="float32", session=OnnxRewardSession(exported), **scorer_options)
-        from sdscore.runtime.tensorrt_backend import TensorRTRewardSession
+        from sdscore.runtime.reward.tensorrt_backend import TensorRTRewardSession
 
         return cls(model, device="cuda", dtype="float32", session=TensorRTRewardSession(exported), **scorer_options)
 
@@ -237,23 +194,11 @@ class RewardScorer:
     ) -> Iterator[ScoredWindow]:
         """Yield one ScoredWindow per window of the input, in input order (for sharded outputs)."""
         episodes = list(episodes)
-        size = self.window
-        if self.workers > 1 and len(episodes) > self.max_batch:  # spread a small input over the workers
-            size = max(self.max_batch, min(self.window, -(-len(episodes) // self.workers)))
-            size += size % 2  # even, so score_pairs' interleaved pairs never straddle two windows
+        size = self.window + self.window % 2  # even: score_pairs' interleaved pairs never straddle windows
         windows = [np.arange(s, min(s + size, len(episodes))) for s in range(0, len(episodes), size)]
         done = 0
         if progress:
             progress("reward: score", 0, len(episodes))
-        if self.workers > 1 and len(windows) > 1:
-            jobs = ((indices, [episodes[i] for i in indices]) for indices in windows)
-            for indices, scored in self._worker_pool().score(jobs, with_pooled):
-                scored.indices = indices
-                done += len(indices)
-                if progress:
-                    progress("reward: score", done, len(episodes))
-                yield scored
-            return
         executor = ThreadPoolExecutor(1, thread_name_prefix="sdscore-prefetch") if self.prefetch else None
         try:
             pending = None

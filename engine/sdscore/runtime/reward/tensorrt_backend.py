@@ -25,8 +25,8 @@ import torch
 
 from sdscore.atomic_write import atomic_path, write_json
 from sdscore.errors import MissingDependencyError, ModelError
-from sdscore.runtime.onnx_backend import validate_batch
-from sdscore.runtime.onnx_export import (
+from sdscore.runtime.reward.onnx_backend import validate_batch
+from sdscore.runtime.reward.onnx_sidecar import (
     BATCH_AXIS,
     OUTPUT_NAME,
     read_sidecar,

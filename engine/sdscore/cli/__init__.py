@@ -1,0 +1,97 @@
+"""`sdscore <command>`: parses arguments, then calls the same API a user would (one module per verb)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from sdscore.cli.bench import add_bench_parser
+from sdscore.cli.console import console, stage_progress
+from sdscore.cli.corpus import add_corpus_parser
+from sdscore.cli.export import add_export_parser
+from sdscore.cli.score import add_eval_parser, add_score_parser
+from sdscore.cli.train import add_train_parser
+from sdscore.errors import SdscoreError
+
+
+def _cmd_synth(args: argparse.Namespace) -> int:
+    from sdscore.synth import build_corpus
+
+    with stage_progress() as progress:
+        summary = build_corpus(args.out, seed=args.seed, size=args.size, progress=progress)
+    console.print(f"corpus written to [bold]{args.out}[/bold]: {json.dumps(summary['counts'])}")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from sdscore.demo import run_demo
+
+    with stage_progress() as progress:
+        report = run_demo(args.out, seed=args.seed, size=args.size, progress=progress)
+    _print_demo(report)
+    console.print(f"demo report: [bold]{Path(args.out) / 'demo.json'}[/bold]")
+    return 0 if report["ok"] else 1
+
+
+def _print_demo(report: dict) -> None:
+    table = Table(title="synthetic corpus: load-and-summarise pass")
+    for column in ("manifest", "rows", "audio files", "failed", "audio hours", "load x realtime"):
+        table.add_column(column, justify="left" if column == "manifest" else "right")
+    for name, m in report["corpus_summary"]["manifests"].items():
+        realtime = "-" if m["realtime_factor"] is None else f"{m['realtime_factor']:.0f}"
+        table.add_row(
+            name, str(m["rows"]), str(m["audio_files"]), str(m["failed"]), f"{m['audio_seconds'] / 3600:.3f}", realtime
+        )
+    console.print(table)
+    for stage in report.get("stages", []):
+        metrics = Table(title=f"{stage['protocol']}: {stage['title']}")
+        metrics.add_column("metric")
+        metrics.add_column("value", justify="right")
+        for key, value in stage["headline"].items():
+            metrics.add_row(key, "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value))
+        console.print(metrics)
+    for name, error in report.get("failed_stages", {}).items():
+        console.print(f"[red]stage {name} failed:[/red] {error}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sdscore", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    synth = sub.add_parser("synth", help="write a deterministic synthetic spoken-dialogue corpus")
+    synth.add_argument("--out", required=True, type=Path, help="output folder")
+    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("--size", choices=["tiny", "small", "medium"], default="small")
+    synth.set_defaults(func=_cmd_synth)
+
+    demo = sub.add_parser("demo", help="synth + every built protocol on bundled defaults")
+    demo.add_argument("--out", type=Path, default=Path("out/demo"), help="output folder")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--size", choices=["tiny", "small", "medium"], default="small")
+    demo.set_defaults(func=_cmd_demo)
+
+    add_score_parser(sub)
+    add_eval_parser(sub)
+    add_corpus_parser(sub)
+    add_export_parser(sub)
+    add_train_parser(sub)
+    add_bench_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (SdscoreError, FileNotFoundError, IsADirectoryError, ValueError) as exc:
+        console.print("[red]error:[/red]", escape(str(exc)))
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

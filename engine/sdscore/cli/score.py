@@ -1,0 +1,83 @@
+"""`sdscore score PROTOCOL` and `sdscore eval PROTOCOL`: generic over the protocol registry."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from sdscore.cli.console import console, stage_progress
+from sdscore.protocols.registry import PROTOCOLS, protocol
+
+
+def _positive(value: str) -> int:
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value!r}")
+    return count
+
+
+def _add_runtime_options(parser: argparse.ArgumentParser) -> None:
+    """The runtime's options, the same for every protocol."""
+    parser.add_argument("manifest", type=Path)
+    parser.add_argument("--out", required=True, type=Path, help="results Parquet (one row per manifest row)")
+    parser.add_argument("--workers", type=_positive, default=1,
+                        help="worker processes on this machine, each with its own Scorer (with --ray: actors)")
+    parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                        help="run on Ray Data: a local Ray instance, or the cluster at ADDRESS (e.g. auto)")
+    parser.add_argument("--window-rows", type=_positive,
+                        help="rows per window and per resumable shard (default 1024, or the unfinished run's)")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted run from its shards")
+
+
+def _cmd_score(args: argparse.Namespace) -> int:
+    entry = protocol(args.protocol)
+    settings = entry.options().score_settings(args)
+    if args.ray is not None:
+        executor, address = "ray", None if args.ray == "local" else args.ray
+    else:
+        executor, address = ("processes" if args.workers > 1 else "local"), None
+    job = entry.scoring_job(**settings)
+    from sdscore.runtime.run import score_manifest
+
+    with stage_progress() as progress:
+        summary = score_manifest(job, args.manifest, args.out, executor=executor, workers=args.workers,
+                                 ray_address=address, resume=args.resume, window_rows=args.window_rows,
+                                 progress=progress)
+    resumed = f" ({summary.resumed_shards} shards kept from the interrupted run)" if summary.resumed_shards else ""
+    console.print(f"{summary.rows} rows scored in {summary.seconds:.1f} s, {summary.failed} with errors{resumed} "
+                  f"→ [bold]{summary.out}[/bold]")
+    return 1 if summary.failed else 0
+
+
+def add_score_parser(sub) -> None:
+    """`sdscore score PROTOCOL MANIFEST --out OUT.parquet [runtime options] [protocol options]`."""
+    score = sub.add_parser("score", help="score a manifest; writes one output row per input row")
+    protocols = score.add_subparsers(dest="protocol", required=True)
+    for entry in PROTOCOLS.values():
+        if entry.scores:
+            parser = protocols.add_parser(entry.name, help=entry.help)
+            _add_runtime_options(parser)
+            entry.options().add_score_options(parser)
+    score.set_defaults(func=_cmd_score)
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    metrics = protocol(args.protocol).evaluate_files(args.results, args.out, plot=args.plot, seed=args.seed)
+    console.print(f"metrics ({len(json.dumps(metrics))} bytes of JSON) → [bold]{args.out}[/bold]")
+    return 0
+
+
+def add_eval_parser(sub) -> None:
+    """`sdscore eval PROTOCOL RESULTS... --out METRICS.json [--plot P] [--seed N]`."""
+    ev = sub.add_parser("eval", help="metrics of results files (arena: of a battles manifest)")
+    ev.add_argument("protocol", choices=list(PROTOCOLS))
+    ev.add_argument("results", nargs="+", type=Path, help="results file(s); judge accepts several")
+    ev.add_argument("--out", required=True, type=Path, help="METRICS.json")
+    ev.add_argument("--plot", type=Path, help="; ".join(f"{e.name}: {e.plot_help}" for e in PROTOCOLS.values()
+                                                      if e.plot_help))
+    ev.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    ev.set_defaults(func=_cmd_eval)

@@ -1,0 +1,65 @@
+"""The judge protocol's Scorer: one judge (rule baseline or LLM at an OpenAI-compatible endpoint)
+and one blueprint builder, both set up once; each batch of item rows is judged and fused."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from sdscore.protocols.judge.client import Price
+from sdscore.protocols.judge.llm_judge import LLMJudge
+from sdscore.protocols.judge.protocol import (
+    BASE_URL_ENV,
+    _check_fusion,
+    blueprint_paths,
+    make_judge,
+    score_judge,
+)
+from sdscore.runtime.scorer import ScoringJob
+
+
+class JudgeScorer:
+    """Settings: judge (rule | openai), fusion, base_url, model, mode, prompt_file, instruction_source,
+    cache_dir (blueprints and replies, keyed by content), concurrency, prices."""
+
+    def __init__(self, judge: str = "rule", fusion: str = "speakbench", *, base_url: str | None = None,
+                 model: str | None = None, mode: str = "blueprint", prompt_file: str | os.PathLike | None = None,
+                 instruction_source: str = "text", cache_dir: str | os.PathLike | None = None,
+                 concurrency: int = 8, prices: Mapping[str, Price] | None = None):
+        from sdscore.features.blueprint import BlueprintBuilder
+
+        _check_fusion(fusion)
+        self.fusion = fusion
+        self.judge = make_judge(
+            judge, base_url=base_url, model=model, mode=mode, prompt_file=prompt_file, cache_dir=cache_dir,
+            concurrency=concurrency, instruction_source=instruction_source, prices=prices,
+        )
+        self.blueprints = BlueprintBuilder(cache_dir=None if cache_dir is None else Path(cache_dir) / "blueprints")
+
+    def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
+        paths = blueprint_paths(rows, self.judge)
+        blueprints = dict(zip(paths, self.blueprints.build(paths))) if paths else None
+        return score_judge(rows, self.judge, self.fusion, blueprints)
+
+    def close(self) -> None:
+        if isinstance(self.judge, LLMJudge):
+            self.judge.client.close()
+
+
+def scoring_job(**settings: Any) -> ScoringJob:
+    """The ScoringJob of `sdscore score judge` (settings: JudgeScorer's), checked up front: an LLM judge
+    needs its endpoint and model, so a usage error stops the run before any scoring."""
+    settings = {k: v for k, v in settings.items() if v is not None}
+    _check_fusion(settings.get("fusion", "speakbench"))
+    if settings.get("judge", "rule") == "openai":  # the endpoint is part of what produced the scores
+        if "base_url" not in settings:
+            settings["base_url"] = next((os.environ[v] for v in BASE_URL_ENV if os.environ.get(v)), None)
+        make_judge(**{k: v for k, v in settings.items() if k != "fusion"}).client.close()
+    for name in ("prompt_file", "cache_dir"):
+        if name in settings:
+            settings[name] = os.path.abspath(settings[name])
+    return ScoringJob("judge", JudgeScorer, settings, volatile=("cache_dir", "concurrency"))

@@ -1,0 +1,47 @@
+"""reward evaluation: Table 2 metrics (Micro/Macro over strata) and accuracy per |reward gap| bucket."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import polars as pl
+
+from sdscore.atomic_write import write_json
+from sdscore.metrics._inputs import error_mask
+from sdscore.metrics.preference import correct_column, margin_buckets, reward_summary
+
+#: |chosen − rejected| bucket edges for the confidence analysis (rewards are centred near 0).
+MARGIN_EDGES = (0.0, 0.25, 0.5, 1.0, 2.0, float("inf"))
+
+
+def evaluate_reward(results: pl.DataFrame) -> dict:
+    """Table 2 metrics plus accuracy per |reward gap| bucket."""
+    metrics = reward_summary(results)
+    scored = results.filter(pl.Series(~error_mask(results)))
+    if scored.height and {"chosen_reward", "rejected_reward"} <= set(scored.columns):
+        gap = np.abs(scored["chosen_reward"].to_numpy() - scored["rejected_reward"].to_numpy())
+        buckets = margin_buckets(gap, correct_column(scored), MARGIN_EDGES)
+        metrics["margin_buckets"] = [  # JSON has no infinity: an open upper edge is null
+            {**b, "upper": None if np.isinf(b["upper"]) else b["upper"]} for b in buckets.to_dicts()
+        ]
+    return metrics
+
+
+def run_eval(
+    results_path: str | os.PathLike, out_json: str | os.PathLike, plot_path: str | os.PathLike | None = None
+) -> dict:
+    """`sdscore eval reward`: metrics of a results Parquet as JSON (atomic), and the violin/box PNG when asked."""
+    results = pl.read_parquet(results_path)
+    metrics = evaluate_reward(results)
+    write_json(out_json, metrics)
+    if plot_path is not None:
+        from sdscore.report.reward_plots import plot_reward_distributions
+
+        plot_reward_distributions(results, plot_path, title=f"rewards per subset: {os.path.basename(results_path)}")
+    return metrics
+
+
+def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, seed: int = 0) -> dict:
+    """`sdscore eval reward` (the registry's uniform signature; seed is unused: no resampling)."""
+    return run_eval(results[0], out_json, plot_path=plot)

@@ -1,0 +1,137 @@
+"""reward scoring: preference pairs → rewards of both episodes, as one results row per pair.
+
+Results hold one row per pair: pair_id, criterion, subset, category, chosen_reward,
+rejected_reward, margin (= chosen − rejected), correct, error, and optionally the pooled states
+chosen_pooled / rejected_pooled (so a new head can be fitted without re-running the backbone).
+Any scorer that writes these columns can be evaluated. `RewardPairsScorer` is the protocol's
+Scorer (runtime/scorer.py): the runtime streams the manifest through it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from sdscore.progress import Progress
+from sdscore.runtime.scorer import ScoringJob
+
+#: Columns of a results file, in order (pooled columns only when asked for).
+RESULT_SCHEMA = pl.Schema(
+    {
+        "pair_id": pl.String,
+        "criterion": pl.String,
+        "subset": pl.String,
+        "category": pl.String,
+        "chosen_reward": pl.Float64,
+        "rejected_reward": pl.Float64,
+        "margin": pl.Float64,
+        "correct": pl.Boolean,
+        "error": pl.String,
+    }
+)
+POOLED_COLUMNS = ("chosen_pooled", "rejected_pooled")
+#: subset name of a pair whose manifest row has none, per criterion
+DEFAULT_SUBSET = {"modality": "modality", "colloquialness": "colloquial"}
+
+
+def _results_frame(pairs: pl.DataFrame, chosen: np.ndarray, rejected: np.ndarray, errors: list[str | None],
+                   pooled: tuple[np.ndarray, np.ndarray] | None) -> pl.DataFrame:
+    ok = np.array([e is None for e in errors], dtype=bool)
+    chosen = np.where(ok, chosen, np.nan)
+    rejected = np.where(ok, rejected, np.nan)
+    subset = [s if s is not None else DEFAULT_SUBSET.get(c, c)
+              for s, c in zip(pairs["subset"].to_list(), pairs["criterion"].to_list())]
+    frame = pl.DataFrame(
+        {
+            "pair_id": pairs["pair_id"],
+            "criterion": pairs["criterion"],
+            "subset": pl.Series(subset, dtype=pl.String),
+            "category": pairs["category"],
+            "chosen_reward": pl.Series(chosen, dtype=pl.Float64).fill_nan(None),
+            "rejected_reward": pl.Series(rejected, dtype=pl.Float64).fill_nan(None),
+            "margin": pl.Series(chosen - rejected, dtype=pl.Float64).fill_nan(None),
+            "correct": pl.Series(np.where(ok, chosen > rejected, False), dtype=pl.Boolean),
+            "error": pl.Series(errors, dtype=pl.String),
+        },
+        schema=RESULT_SCHEMA,
+    ).with_columns(pl.when(pl.col("error").is_null()).then(pl.col("correct")).alias("correct"))
+    if pooled is not None:
+        width = pooled[0].shape[1]
+        for name, states in zip(POOLED_COLUMNS, pooled):
+            states = np.where(ok[:, None], states, np.nan).astype(np.float32)
+            frame = frame.with_columns(pl.Series(name, states, dtype=pl.Array(pl.Float32, width)))
+    return frame
+
+
+def score_pairs_frame(pairs: pl.DataFrame, scorer, store_pooled: bool = False,
+                      progress: Progress | None = None) -> pl.DataFrame:
+    """Results rows for REWARD_PAIRS rows (read with errors="collect": rows with an `error` keep it).
+
+    Both episodes of every valid pair go through one RewardScorer run (bucketed together); a pair
+    whose chosen or rejected episode failed gets null rewards and the error of each side.
+    """
+    from sdscore.models.episodes import episodes_from_pairs
+
+    n = pairs.height
+    invalid = pairs["error"].to_list() if "error" in pairs.columns else [None] * n
+    valid = [i for i in range(n) if invalid[i] is None]
+    chosen_r, rejected_r = np.full(n, np.nan), np.full(n, np.nan)
+    width = scorer.model.hidden_size
+    pooled = (np.full((n, width), np.nan, np.float32), np.full((n, width), np.nan, np.float32)) if store_pooled else None
+    errors: list[str | None] = list(invalid)
+    if valid:
+        subset = pairs[valid]
+        chosen, rejected = episodes_from_pairs(subset)
+        rewards, states, episode_errors = scorer.score_pairs_detailed(chosen, rejected, store_pooled, progress)
+        m = len(valid)
+        rewards = rewards.numpy()
+        chosen_r[valid], rejected_r[valid] = rewards[:m], rewards[m:]
+        if pooled is not None:
+            pooled[0][valid], pooled[1][valid] = states[:m].numpy(), states[m:].numpy()
+        for k, i in enumerate(valid):
+            sides = [f"{side}: {e}" for side, e in (("chosen", episode_errors[k]), ("rejected", episode_errors[m + k]))
+                     if e is not None]
+            errors[i] = "; ".join(sides) if sides else None
+    return _results_frame(pairs, chosen_r, rejected_r, errors, pooled)
+
+
+
+
+class RewardPairsScorer:
+    """The reward protocol's Scorer: loads the reward model once, scores batches of pair rows.
+
+    Settings: model (folder; default the shipped demo model), base and system_prompt (SDiaReward
+    Qwen2.5-Omni checkpoints), backend, device, dtype, max_batch, max_tokens, store_pooled,
+    num_threads (audio loading threads)."""
+
+    def __init__(self, model: str | os.PathLike | None = None, *, base: str | os.PathLike | None = None,
+                 system_prompt: str | os.PathLike | None = None, backend: str = "auto", device: str = "auto",
+                 dtype: str = "auto", max_batch: int = 16, max_tokens: int | None = None,
+                 store_pooled: bool = False, num_threads: int | None = None):
+        from sdscore.models.pretrained import default_model_dir
+        from sdscore.runtime.reward.episode_scorer import RewardScorer
+
+        options = {k: os.fspath(v) for k, v in (("base", base), ("system_prompt", system_prompt)) if v is not None}
+        self.store_pooled = bool(store_pooled)
+        self.scorer = RewardScorer.from_pretrained(
+            model or default_model_dir(), backend=backend, device=device, dtype=dtype, model_options=options,
+            max_batch=max_batch, max_tokens=max_tokens, num_threads=num_threads,
+        )
+
+    def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
+        return score_pairs_frame(rows, self.scorer, self.store_pooled)
+
+
+def scoring_job(**settings: Any) -> ScoringJob:
+    """The ScoringJob of `sdscore score reward` (settings: RewardPairsScorer's)."""
+    from sdscore.models.pretrained import default_model_dir
+
+    settings = {k: v for k, v in settings.items() if v is not None}
+    settings["model"] = os.path.abspath(settings.get("model") or default_model_dir())
+    for name in ("base", "system_prompt"):
+        if name in settings:
+            settings[name] = os.path.abspath(settings[name])
+    return ScoringJob("reward", RewardPairsScorer, settings, volatile=("num_threads",), model_dir=settings["model"])

@@ -1,0 +1,50 @@
+"""Executors: run a ScoringJob's Scorer over windows of a manifest, yielding (window, results).
+
+Every executor takes the same (ScoringJob, ManifestWindows, windows) and gives the same results:
+`local` scores in this process (reading the next window on a thread meanwhile), `processes` in N
+spawned worker processes on this machine, `ray` on a Ray cluster with Ray Data (an actor pool of
+Scorers). The caller (runtime/run.py) writes each window's results as one shard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+import polars as pl
+
+from sdscore.runtime.manifest_windows import ManifestWindows
+from sdscore.runtime.scorer import ScoringJob
+
+#: (shard index, first row, stop row) of one window of the manifest
+Window = tuple[int, int, int]
+EXECUTORS = ("local", "processes", "ray")
+
+
+class Executor(Protocol):
+    def run(self, job: ScoringJob, manifest: ManifestWindows, windows: list[Window]) -> Iterator[tuple[int, pl.DataFrame]]:
+        """(shard index, results) for each window, each exactly once, in any order."""
+        ...
+
+    def describe(self) -> dict:
+        """What ran the job, for the output's provenance."""
+        ...
+
+
+def make_executor(name: str = "local", *, workers: int = 1, ray_address: str | None = None, **options) -> Executor:
+    """The executor called `name` (local, processes, ray) with `workers` workers (processes, actors)."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    if name == "local":
+        from sdscore.runtime.executors.local import LocalExecutor
+
+        return LocalExecutor()
+    if name == "processes":
+        from sdscore.runtime.executors.processes import ProcessExecutor
+
+        return ProcessExecutor(workers, **options)
+    if name == "ray":
+        from sdscore.runtime.executors.ray_data import RayExecutor
+
+        return RayExecutor(workers, address=ray_address, **options)
+    raise ValueError(f"unknown executor {name!r}; expected one of {', '.join(EXECUTORS)}")

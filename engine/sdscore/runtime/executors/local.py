@@ -1,0 +1,42 @@
+"""The in-process executor: one Scorer, the next window read on a thread while this one is scored."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import polars as pl
+
+from sdscore.runtime.manifest_windows import ManifestWindows
+from sdscore.runtime.scorer import ScoringJob, check_results
+
+
+def close_scorer(scorer) -> None:
+    """Call the Scorer's optional close()."""
+    close = getattr(scorer, "close", None)
+    if callable(close):
+        close()
+
+
+class LocalExecutor:
+    """Scores every window in this process with one Scorer (loaded once)."""
+
+    def describe(self) -> dict:
+        return {"name": "local", "workers": 1}
+
+    def run(self, job: ScoringJob, manifest: ManifestWindows, windows) -> Iterator[tuple[int, pl.DataFrame]]:
+        if not windows:
+            return
+        scorer = job.create()
+        reader = ThreadPoolExecutor(1, thread_name_prefix="sdscore-read")
+        try:
+            _, start, stop = windows[0]
+            pending = reader.submit(manifest.window, start, stop)
+            for i, (k, start, _stop) in enumerate(windows):
+                rows = pending.result()
+                if i + 1 < len(windows):  # polars reads and validates off the GIL while we score
+                    pending = reader.submit(manifest.window, *windows[i + 1][1:])
+                yield k, check_results(rows, scorer(rows), job.scorer_name, start)
+        finally:
+            reader.shutdown(wait=True, cancel_futures=True)
+            close_scorer(scorer)

@@ -1,0 +1,94 @@
+"""A manifest read in row windows: at most one window of rows in memory, plus the frame of keys.
+
+The manifest is opened once (any format sdscore.corpus reads). A plain Parquet file is scanned in
+place; any other format is first streamed into a Parquet staging file, so every window is a cheap
+row-group slice. The unique-key columns of all rows are read once: they give the row count, the
+duplicate-key check across windows and the manifest's fingerprint for resume. Each window is typed,
+validated in "collect" mode (a bad row keeps its place and gets its error, numbered as in the
+file) and its audio paths resolved, exactly as read_manifest would do for the whole file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import polars as pl
+
+from sdscore.corpus.audio_paths import resolve_audio_paths
+from sdscore.corpus.read import choose_protocol, load_table, with_ids
+from sdscore.corpus.schemas import manifest_spec
+from sdscore.corpus.validate import manifest_first_rows, validate_manifest
+from sdscore.errors import ManifestError
+
+_PARQUET = (".parquet", ".pq")
+
+
+class ManifestWindows:
+    """Windows [k * rows, (k + 1) * rows) of a validated manifest; `staging_dir` holds a Parquet copy
+    of a manifest that is not plain Parquet (the caller removes it)."""
+
+    def __init__(self, path: str | os.PathLike, protocol: str | None, staging_dir: str | os.PathLike):
+        self.path = os.fspath(path)
+        table = load_table(self.path)
+        columns = table.frame.collect_schema().names()
+        self.protocol = choose_protocol(table, columns, protocol)
+        self.source, self.base_dir = table.source, table.base_dir
+        frame = with_ids(table.frame, columns, self.protocol)
+        if Path(self.path).suffix.lower() in _PARQUET and table.format_name == "sdscore" and os.path.isfile(self.path):
+            self.scan_path = self.path
+        else:
+            self.scan_path = os.path.join(os.fspath(staging_dir), "manifest.parquet")
+            try:
+                frame.sink_parquet(self.scan_path)
+            except (pl.exceptions.PolarsError, OSError) as error:
+                raise ManifestError(f"{self.source}: could not read the manifest ({error})") from error
+        keys = self._keys(pl.scan_parquet(self.scan_path))
+        self.n_rows = keys.height
+        self.first_rows = manifest_first_rows(keys, self.protocol)
+        self.keys_digest = _frame_digest(keys)
+
+    def _keys(self, scan: pl.LazyFrame) -> pl.DataFrame:
+        names = scan.collect_schema().names()
+        spec = manifest_spec(self.protocol)
+        return scan.select(
+            (pl.col(c).cast(pl.String) if c in names else pl.lit(None, pl.String)).alias(c) for c in spec.unique_key
+        ).collect()
+
+    def window(self, start: int, stop: int) -> pl.DataFrame:
+        """Rows [start, stop) typed and validated (bad rows carry `error`), audio paths resolved."""
+        raw = pl.scan_parquet(self.scan_path).slice(start, stop - start).collect()
+        return read_window(raw, self.protocol, self.source, self.base_dir, start, self.first_rows[start:stop])
+
+    def reader(self) -> WindowReader:
+        """A small picklable reader of this manifest's windows (for worker processes and Ray tasks)."""
+        return WindowReader(self.scan_path, self.protocol, self.source, self.base_dir)
+
+
+class WindowReader:
+    """Reads windows of the (staged) manifest given the window's slice of `first_rows`."""
+
+    def __init__(self, scan_path: str, protocol: str, source: str, base_dir: str):
+        self.scan_path, self.protocol, self.source, self.base_dir = scan_path, protocol, source, base_dir
+
+    def window(self, start: int, stop: int, first_rows: pl.Series) -> pl.DataFrame:
+        raw = pl.scan_parquet(self.scan_path).slice(start, stop - start).collect()
+        return read_window(raw, self.protocol, self.source, self.base_dir, start, first_rows)
+
+
+def read_window(
+    raw: pl.DataFrame, protocol: str, source: str, base_dir: str, start: int, first_rows: pl.Series
+) -> pl.DataFrame:
+    """Type and validate one window of raw rows (collect mode) and resolve its audio paths."""
+    frame = validate_manifest(raw, protocol, source, errors="collect", row_offset=start, first_rows=first_rows)
+    return resolve_audio_paths(frame, protocol, base_dir)
+
+
+def _frame_digest(frame: pl.DataFrame) -> str:
+    """A digest of a frame's text values in order (stable across polars versions, unlike hash_rows)."""
+    digest = hashlib.blake2b(f"{frame.height}|".encode(), digest_size=16)
+    if frame.height and frame.width:
+        rows = frame.select(pl.concat_str(pl.all().fill_null("\x00"), separator="\x1f").str.join("\x1e"))
+        digest.update(rows.item().encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()

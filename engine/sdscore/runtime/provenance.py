@@ -1,0 +1,92 @@
+"""What produced a results file: the run record that resume compares and the output's metadata.
+
+The record names everything that changes scores: the protocol, the Scorer and its score-affecting
+settings, a hash of the model folder's weights, and the manifest's fingerprint (size, mtime and a
+digest of its key columns). A resumed run must produce the same record, or it is refused with the
+names of what differs. The merged output carries the record plus sdscore's version, the executor
+and the start and end times as Parquet metadata (key `sdscore.run`, JSON; see `read_provenance`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+#: Parquet key-value metadata key of a results file's provenance (JSON).
+METADATA_KEY = "sdscore.run"
+#: Files at most this large are hashed whole; larger ones by size, head and tail (a 7B checkpoint
+#: is ~15 GB: reading it all on every run would cost more than many windows of scoring).
+_WHOLE_FILE = 64 << 20
+_EDGE = 16 << 20
+
+
+def weights_digest(model_dir: str | os.PathLike | None) -> str | None:
+    """A digest of a model folder (or file): relative names, sizes and contents (head + tail of big files)."""
+    if model_dir is None:
+        return None
+    root = Path(model_dir)
+    if not root.exists():
+        return None
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file() and "export" not in p.parts)
+    digest = hashlib.blake2b(digest_size=16)
+    for path in files:
+        size = path.stat().st_size
+        digest.update(f"{path.relative_to(root) if path != root else path.name}|{size}|".encode())
+        with open(path, "rb") as handle:
+            if size <= _WHOLE_FILE:
+                while chunk := handle.read(1 << 20):
+                    digest.update(chunk)
+            else:
+                digest.update(handle.read(_EDGE))
+                handle.seek(size - _EDGE)
+                digest.update(handle.read(_EDGE))
+    return digest.hexdigest()
+
+
+def manifest_fingerprint(path: str | os.PathLike, keys_digest: str, n_rows: int) -> dict[str, Any]:
+    """The manifest's identity for resume: absolute path, size, mtime and its key columns' digest."""
+    stat = os.stat(path)
+    return {
+        "path": os.path.abspath(path),
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "keys": keys_digest,
+        "rows": n_rows,
+    }
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def run_provenance(record: dict[str, Any], executor: dict[str, Any], started: str, rows: int, failed: int) -> dict:
+    """The metadata stored in the merged output."""
+    from sdscore import __version__
+
+    return {
+        "sdscore_version": __version__,
+        **record,
+        "executor": executor,
+        "host": socket.gethostname(),
+        "started": started,
+        "finished": now(),
+        "rows": rows,
+        "failed_rows": failed,
+    }
+
+
+def read_provenance(path: str | os.PathLike) -> dict[str, Any]:
+    """The provenance stored in a results Parquet file ({} for files written otherwise)."""
+    import pyarrow.parquet as pq
+
+    raw = (pq.read_metadata(path).metadata or {}).get(METADATA_KEY.encode())
+    try:
+        value = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

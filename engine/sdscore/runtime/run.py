@@ -1,0 +1,132 @@
+"""score_manifest: run a ScoringJob over a manifest file into one results Parquet file.
+
+The one loop every protocol's `sdscore score` goes through: check the output path before any
+work, open the manifest in windows (runtime/manifest_windows.py), open or resume the sharded
+output (runtime/sharded_output.py) under the run record (runtime/provenance.py), score the
+pending windows on an executor (runtime/executors/), write each window's results as a shard,
+report progress, and merge the shards with the run's provenance. Nothing here knows a protocol.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sdscore.errors import SdscoreError
+from sdscore.progress import Progress
+from sdscore.runtime.executors import Executor, make_executor
+from sdscore.runtime.manifest_windows import ManifestWindows
+from sdscore.runtime.provenance import manifest_fingerprint, now, run_provenance, weights_digest
+from sdscore.runtime.scorer import ScoringJob
+from sdscore.runtime.sharded_output import ShardedOutput, parts_folder, recorded_shard_rows
+
+#: Rows per window (and per resumable shard) when neither the caller nor an unfinished run says.
+DEFAULT_WINDOW_ROWS = 1024
+#: Smallest window used to spread a small manifest over several workers.
+MIN_SPREAD_ROWS = 8
+OUTPUT_SUFFIXES = (".parquet", ".pq")
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a run wrote: the output, its rows and failed rows, the shards scored now, wall time."""
+
+    out: Path
+    rows: int
+    failed: int
+    scored_shards: int
+    resumed_shards: int
+    seconds: float
+
+
+def check_output_path(out: str | os.PathLike, manifest: str | os.PathLike) -> Path:
+    """Refuse an output path that would fail after the scoring, or overwrite the input, up front."""
+    out = Path(out)
+    if out.suffix.lower() not in OUTPUT_SUFFIXES:
+        raise SdscoreError(f"{out}: results are written as Parquet; give --out a .parquet path")
+    if out.is_dir():
+        raise SdscoreError(f"{out}: is a folder; give --out a .parquet file path")
+    if os.path.exists(manifest) and out.exists() and os.path.samefile(out, manifest):
+        raise SdscoreError(f"{out}: is the manifest itself; write the results elsewhere")
+    parent = out.parent if str(out.parent) else Path(".")
+    probe = parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise SdscoreError(f"{out}: cannot write there ({probe} is not a writable folder)")
+    return out
+
+
+def _window_rows(requested: int | None, out: Path, resume: bool, n_rows: int, workers: int) -> int:
+    if requested is not None:
+        if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+            raise ValueError(f"window_rows must be an integer >= 1, got {requested!r}")
+        return requested
+    recorded = recorded_shard_rows(out) if resume else None
+    if recorded is not None:  # the shard layout belongs to the unfinished run
+        return recorded
+    if workers > 1:  # spread a small manifest over the workers (two windows each)
+        return max(MIN_SPREAD_ROWS, min(DEFAULT_WINDOW_ROWS, math.ceil(n_rows / (2 * workers))))
+    return DEFAULT_WINDOW_ROWS
+
+
+def score_manifest(
+    job: ScoringJob,
+    manifest: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    executor: str | Executor = "local",
+    workers: int = 1,
+    ray_address: str | None = None,
+    resume: bool = False,
+    window_rows: int | None = None,
+    progress: Progress | None = None,
+) -> RunSummary:
+    """Score every row of `manifest` with `job` into `out` (Parquet), resumably; see the module doc.
+
+    executor: "local" | "processes" | "ray" (or an Executor); workers: processes or Ray actors;
+    window_rows: rows per window and per shard (default: the unfinished run's on resume, else
+    DEFAULT_WINDOW_ROWS, smaller to give every worker two windows). Returns a RunSummary; the
+    results are in `out`, one row per manifest row in manifest order, with an `error` column.
+    """
+    began, started = time.perf_counter(), now()
+    out = check_output_path(out, manifest)
+    runner = make_executor(executor, workers=workers, ray_address=ray_address) if isinstance(executor, str) else executor
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{out.name[:40]}.stage-", dir=out.parent)
+    try:
+        windows = ManifestWindows(manifest, job.protocol, staging)
+        rows_per_window = _window_rows(window_rows, out, resume, windows.n_rows, workers)
+        record = {
+            "protocol": windows.protocol,
+            "scorer": job.scorer_name,
+            "settings": job.score_settings(),
+            "model": {"dir": None if job.model_dir is None else os.path.abspath(job.model_dir),
+                      "weights": weights_digest(job.model_dir)},
+            "manifest": manifest_fingerprint(manifest, windows.keys_digest, windows.n_rows),
+        }
+        output = ShardedOutput(out, windows.n_rows, rows_per_window, record, resume)
+        pending = output.pending()
+        todo = [(k, *output.rows_of(k)) for k in pending]
+        done = windows.n_rows - sum(stop - start for _, start, stop in todo)
+        stage = f"{windows.protocol}: score rows"
+        if progress:
+            progress(stage, done, windows.n_rows)
+        for k, results in runner.run(job, windows, todo):
+            output.write_shard(k, results)
+            done += results.height
+            if progress:
+                progress(stage, done, windows.n_rows)
+        provenance = run_provenance(record, runner.describe(), started, 0, 0)
+        rows, failed = output.finish(provenance)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return RunSummary(out, rows, failed, len(pending), output.n_shards - len(pending), time.perf_counter() - began)
+
+
+__all__ = ["DEFAULT_WINDOW_ROWS", "RunSummary", "check_output_path", "parts_folder", "score_manifest"]

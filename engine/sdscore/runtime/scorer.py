@@ -1,0 +1,100 @@
+"""The Scorer contract every protocol implements, in the shape Ray Data uses for batch inference.
+
+A Scorer is a callable class: ``__init__(**settings)`` loads models and caches once;
+``__call__(rows)`` takes a batch of manifest rows as a polars DataFrame (validated, with an
+``error`` column set on rows the manifest reader could not accept) and returns exactly one result
+row per input row, in order, with an ``error`` column (null when fine). A row whose input is bad
+gets its error and null results; the other rows of the batch are scored. An optional ``close()``
+releases what ``__init__`` opened. The runtime checks each batch's results with `check_results`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import polars as pl
+
+from sdscore.errors import SdscoreError
+
+#: The column a Scorer sets on a row it could not score (null on good rows).
+ERROR_COLUMN = "error"
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """One result row per manifest row, in order, with an `error` column (see the module doc)."""
+
+    def __call__(self, rows: pl.DataFrame) -> pl.DataFrame: ...
+
+
+@dataclass(frozen=True)
+class ScoringJob:
+    """What a run scores: the manifest protocol, the Scorer class and its settings.
+
+    protocol: the manifest spec rows are read and validated with (sdscore.corpus);
+    scorer: the Scorer class (pickled by reference into worker processes and Ray actors);
+    settings: its keyword arguments — all of them change scores unless named in `volatile`
+    (caches, concurrency), and a resumed run must have the same ones;
+    model_dir: the folder whose weights are hashed into the run record (None: no model files).
+    """
+
+    protocol: str
+    scorer: type
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    volatile: tuple[str, ...] = ()
+    model_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            inspect.signature(self.scorer).bind(**dict(self.settings))
+        except TypeError as error:
+            raise ValueError(f"{self.scorer_name}: bad settings ({error})") from None
+
+    def create(self) -> Scorer:
+        """A new Scorer with this job's settings (its models load here)."""
+        return self.scorer(**dict(self.settings))
+
+    @property
+    def scorer_name(self) -> str:
+        return f"{self.scorer.__module__}:{self.scorer.__qualname__}"
+
+    def score_settings(self) -> dict[str, Any]:
+        """The settings that change scores, defaults filled in (the resume check compares these)."""
+        bound = inspect.signature(self.scorer).bind(**dict(self.settings))
+        bound.apply_defaults()
+        return {k: _plain(v) for k, v in sorted(bound.arguments.items()) if k not in self.volatile}
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-able form of a setting (paths and other objects as text)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return str(value)
+
+
+def load_class(reference: str) -> type:
+    """The class named by "package.module:Class"."""
+    module, _, name = reference.partition(":")
+    if not module or not name:
+        raise ValueError(f"expected 'package.module:Class', got {reference!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def check_results(rows: pl.DataFrame, results: Any, scorer: str, first_row: int) -> pl.DataFrame:
+    """The Scorer's results for rows, or an SdscoreError naming the scorer and the rows it broke on."""
+    span = f"rows {first_row + 1}..{first_row + rows.height}"
+    if not isinstance(results, pl.DataFrame):
+        raise SdscoreError(f"{scorer} returned {type(results).__name__} for {span}, not a polars DataFrame")
+    if results.height != rows.height:
+        raise SdscoreError(f"{scorer} returned {results.height} result rows for {rows.height} input rows ({span})")
+    if ERROR_COLUMN not in results.columns:
+        raise SdscoreError(f"{scorer} returned no {ERROR_COLUMN!r} column for {span}")
+    return results
