@@ -9,14 +9,11 @@ import pytest
 
 from sdscore.cli import main
 from sdscore.corpus import read_manifest
-from sdscore.synth import build_corpus
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    out = tmp_path_factory.mktemp("cli") / "corpus"
-    build_corpus(out, seed=3, size="tiny")
-    return out
+def corpus(tiny_corpus):
+    return tiny_corpus
 
 
 def test_score_and_eval_consistency(corpus, tmp_path):

@@ -18,7 +18,6 @@ from sdscore.models.heads import Pooler
 from sdscore.protocols.reward import POOLED_COLUMNS, score_pairs_frame
 from sdscore.runtime.batching import padded_fraction, plan_batches
 from sdscore.runtime.reward.episode_scorer import RewardScorer
-from sdscore.runtime.sharded_output import ShardedOutput
 from torch import nn
 
 SR = 16000
@@ -234,26 +233,6 @@ def test_score_pairs_frame_rows(episodes, tmp_path):
     assert results.schema[POOLED_COLUMNS[0]] == pl.Array(pl.Float32, 16)
     pooled = np.stack(ok[POOLED_COLUMNS[0]].to_numpy())
     assert pooled.shape == (8, 16) and np.isfinite(pooled).all()
-
-
-def test_sharded_output_resume(tmp_path):
-    out = tmp_path / "res.parquet"
-    frame = pl.DataFrame({"x": list(range(10))})
-    shards = ShardedOutput(out, 10, 4, {"model": "a"}, resume=False)
-    assert shards.pending() == [0, 1, 2]
-    shards.write_shard(0, frame[0:4])
-    with pytest.raises(SdscoreError, match="pass --resume"):
-        ShardedOutput(out, 10, 4, {"model": "a"}, resume=False)
-    with pytest.raises(SdscoreError, match="model differ"):
-        ShardedOutput(out, 10, 4, {"model": "b"}, resume=True)
-    again = ShardedOutput(out, 10, 4, {"model": "a"}, resume=True)
-    assert again.pending() == [1, 2]
-    with pytest.raises(SdscoreError, match="missing"):
-        again.finish(lambda: frame.clear())
-    again.write_shard(1, frame[4:8])
-    again.write_shard(2, frame[8:10])
-    assert again.finish(lambda: frame.clear()).equals(frame)
-    assert pl.read_parquet(out).equals(frame) and not again.parts.exists()
 
 
 @settings(max_examples=200, deadline=None)

@@ -28,6 +28,9 @@ def _add_runtime_options(parser: argparse.ArgumentParser) -> None:
                         help="worker processes on this machine, each with its own Scorer (with --ray: actors)")
     parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                         help="run on Ray Data: a local Ray instance, or the cluster at ADDRESS (e.g. auto)")
+    parser.add_argument("--ray-cpus", type=float, metavar="N",
+                        help="CPUs per Ray actor (default 0.5: reading and writing need CPU beside the actors)")
+    parser.add_argument("--ray-gpus", type=float, metavar="N", default=0.0, help="GPUs per Ray actor (default 0)")
     parser.add_argument("--window-rows", type=_positive,
                         help="rows per window and per resumable shard (default 1024, or the unfinished run's)")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run from its shards")
@@ -36,8 +39,12 @@ def _add_runtime_options(parser: argparse.ArgumentParser) -> None:
 def _cmd_score(args: argparse.Namespace) -> int:
     entry = protocol(args.protocol)
     settings = entry.options().score_settings(args)
+    options = {}
     if args.ray is not None:
         executor, address = "ray", None if args.ray == "local" else args.ray
+        options = {"num_cpus_per_actor": args.ray_cpus, "num_gpus_per_actor": args.ray_gpus}
+    elif args.ray_cpus is not None or args.ray_gpus:
+        raise ValueError("--ray-cpus / --ray-gpus need --ray")
     else:
         executor, address = ("processes" if args.workers > 1 else "local"), None
     job = entry.scoring_job(**settings)
@@ -46,7 +53,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     with stage_progress() as progress:
         summary = score_manifest(job, args.manifest, args.out, executor=executor, workers=args.workers,
                                  ray_address=address, resume=args.resume, window_rows=args.window_rows,
-                                 progress=progress)
+                                 executor_options=options, progress=progress)
     resumed = f" ({summary.resumed_shards} shards kept from the interrupted run)" if summary.resumed_shards else ""
     console.print(f"{summary.rows} rows scored in {summary.seconds:.1f} s, {summary.failed} with errors{resumed} "
                   f"→ [bold]{summary.out}[/bold]")

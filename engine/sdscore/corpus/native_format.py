@@ -15,7 +15,7 @@ import polars as pl
 
 from sdscore.corpus import sdiareward_format
 from sdscore.corpus.hcot_format import dataset_name, is_hcot_row, read_hcot_rows
-from sdscore.corpus.raw_table import RawTable, data_row_labels
+from sdscore.corpus.raw_table import PARSE_ERROR, RawTable, data_row_labels
 from sdscore.corpus.row_locations import jsonl_row_locator
 from sdscore.corpus.schemas import MANIFESTS, TURN
 from sdscore.corpus.sdiareward_format import (
@@ -67,12 +67,14 @@ def read_jsonl(path: str, source: str, base_dir: str) -> RawTable:
         return read_hcot_rows(rows, source, base_dir, dataset_name(path), jsonl_row_locator(path))
     if first is None:
         return RawTable(pl.LazyFrame(), source, base_dir)
-    return RawTable(_jsonl_frame(path), source, base_dir, jsonl_row_locator(path))
+    return RawTable(_jsonl_frame(path, source), source, base_dir, jsonl_row_locator(path))
 
 
-def _jsonl_frame(path: str) -> pl.LazyFrame:
+def _jsonl_frame(path: str, source: str) -> pl.LazyFrame:
     """pyarrow's JSON reader when every row agrees on types (far faster and leaner than polars' on
-    nested turns); otherwise polars, with known columns read as text and typed later row by row."""
+    nested turns); otherwise polars, with known columns read as text and typed later row by row;
+    when a value does not even have its column's shape (text where turns belong), row by row in
+    Python, where that value becomes the row's parse error and the other rows are kept."""
     import pyarrow as pa
     import pyarrow.json as pa_json
 
@@ -80,10 +82,65 @@ def _jsonl_frame(path: str) -> pl.LazyFrame:
         return pl.from_arrow(pa_json.read_json(path)).lazy()
     except pa.ArrowInvalid:
         pass
-    # Infer from every row: a column absent from the first rows must not be dropped.
-    present = pl.scan_ndjson(path, infer_schema_length=None).collect_schema()
-    schema = pl.Schema({name: LENIENT_DTYPES.get(name, dtype) for name, dtype in present.items()})
-    return pl.scan_ndjson(path, schema=schema)
+    try:
+        # Infer from every row: a column absent from the first rows must not be dropped.
+        present = pl.scan_ndjson(path, infer_schema_length=None).collect_schema()
+        schema = pl.Schema({name: LENIENT_DTYPES.get(name, dtype) for name, dtype in present.items()})
+        return pl.scan_ndjson(path, schema=schema).collect().lazy()
+    except pl.exceptions.PolarsError:
+        return _checked_rows_frame(list(jsonl_objects(path, source))).lazy()
+
+
+def _shape_problem(value: Any, dtype: pl.DataType) -> str | None:
+    """Why a JSON value cannot fill a column of dtype (None if it can; text is typed later)."""
+    if value is None:
+        return None
+    if isinstance(dtype, pl.List):
+        if not isinstance(value, list):
+            return f"is {type(value).__name__}, expected a list"
+        inner = dtype.inner
+        for i, element in enumerate(value):
+            if isinstance(inner, pl.Struct) and not (element is None or isinstance(element, dict)):
+                return f"element {i} is {type(element).__name__}, expected an object"
+            if not isinstance(inner, pl.Struct) and isinstance(element, (dict, list)):
+                return f"element {i} is {type(element).__name__}, expected a value"
+        return None
+    if isinstance(value, (dict, list)):
+        return f"is {type(value).__name__}, expected a value"
+    return None
+
+
+def _lenient_value(value: Any, dtype: pl.DataType) -> Any:
+    """Scalars of text columns as text, list elements likewise, turn fields as text."""
+    if value is None:
+        return None
+    if isinstance(dtype, pl.List):
+        if isinstance(dtype.inner, pl.Struct):
+            return [None if e is None else {k: None if v is None else str(v) for k, v in e.items()} for e in value]
+        return [None if e is None else str(e) for e in value]
+    return value if isinstance(value, str) else json.dumps(value) if isinstance(value, bool) else str(value)
+
+
+def _checked_rows_frame(rows: list[Any]) -> pl.DataFrame:
+    """Rows of known columns whose values do not fit their column's shape: those values null,
+    a `_parse_error` naming them; unknown columns kept as text."""
+    names = list(dict.fromkeys(name for row in rows if isinstance(row, dict) for name in row))
+    schema = pl.Schema({name: LENIENT_DTYPES.get(name, pl.String) for name in names})
+    columns: dict[str, list] = {name: [] for name in names}
+    problems: list[str | None] = []
+    for n, row in enumerate(rows):
+        row = row if isinstance(row, dict) else {}
+        found = [] if rows[n] is row else [f"row is {type(rows[n]).__name__}, expected an object"]
+        for name in names:
+            value, dtype = row.get(name), schema[name]
+            problem = _shape_problem(value, dtype)
+            if problem is not None:
+                found.append(f"column '{name}': {problem}")
+                value = None
+            columns[name].append(_lenient_value(value, dtype))
+        problems.append("; ".join(found) or None)
+    frame = pl.DataFrame(columns, schema=schema)
+    return frame.with_columns(pl.Series(PARSE_ERROR, problems, dtype=pl.String))
 
 
 def read_json(path: str, source: str, base_dir: str) -> RawTable:

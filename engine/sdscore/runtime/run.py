@@ -85,18 +85,23 @@ def score_manifest(
     ray_address: str | None = None,
     resume: bool = False,
     window_rows: int | None = None,
+    executor_options: dict | None = None,
     progress: Progress | None = None,
 ) -> RunSummary:
     """Score every row of `manifest` with `job` into `out` (Parquet), resumably; see the module doc.
 
     executor: "local" | "processes" | "ray" (or an Executor); workers: processes or Ray actors;
     window_rows: rows per window and per shard (default: the unfinished run's on resume, else
-    DEFAULT_WINDOW_ROWS, smaller to give every worker two windows). Returns a RunSummary; the
+    DEFAULT_WINDOW_ROWS, smaller to give every worker two windows); executor_options go to the
+    executor (ray: num_cpus_per_actor, num_gpus_per_actor). Returns a RunSummary; the
     results are in `out`, one row per manifest row in manifest order, with an `error` column.
     """
     began, started = time.perf_counter(), now()
     out = check_output_path(out, manifest)
-    runner = make_executor(executor, workers=workers, ray_address=ray_address) if isinstance(executor, str) else executor
+    if isinstance(executor, str):
+        runner = make_executor(executor, workers=workers, ray_address=ray_address, **(executor_options or {}))
+    else:
+        runner = executor
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{out.name[:40]}.stage-", dir=out.parent)
     try:

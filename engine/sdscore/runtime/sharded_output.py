@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sdscore.atomic_write import atomic_path, write_json
@@ -122,22 +123,19 @@ class ShardedOutput:
         if missing:
             raise SdscoreError(f"{self.parts}: shards {missing[:5]} missing; cannot merge")
         rows = failed = 0
-        writer = None
+        paths = [self.shard_path(k) for k in range(self.n_shards)]
+        # one schema for all shards: a column that is all null in one window (polars' Null type)
+        # takes the type other windows give it
+        schema = pa.unify_schemas([pq.read_schema(p) for p in paths], promote_options="permissive")
         with atomic_path(self.out, durable=True) as temp:
-            try:
-                for k in range(self.n_shards):
-                    table = pq.read_table(self.shard_path(k))
-                    if writer is None:
-                        writer = pq.ParquetWriter(temp, table.schema)
-                    elif not table.schema.equals(writer.schema, check_metadata=False):
-                        table = table.cast(writer.schema)
+            with pq.ParquetWriter(temp, schema) as writer:
+                for path in paths:
+                    table = pq.read_table(path)
+                    table = table.select(schema.names).cast(schema)
                     rows += table.num_rows
                     failed += table.num_rows - table.column("error").null_count
                     writer.write_table(table)
                 provenance = {**provenance, "rows": rows, "failed_rows": failed}
                 writer.add_key_value_metadata({METADATA_KEY: json.dumps(provenance, default=str)})
-            finally:
-                if writer is not None:
-                    writer.close()
         shutil.rmtree(self.parts)
         return rows, failed

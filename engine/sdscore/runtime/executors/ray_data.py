@@ -1,0 +1,399 @@
+"""The `ray` executor: a Ray Data pipeline over the manifest's windows, Scorers on an actor pool.
+
+The pipeline (all Ray Data, no scheduling of our own):
+
+1. `ray.data.from_items`: one item per pending window (shard, start, stop, the window's slice of
+   the manifest's `first_rows`), one block each, so windows spread over the cluster;
+2. `map_batches(_read_windows)`: reads and validates each window with the manifest's picklable
+   WindowReader and emits its rows as a pyarrow table with two helper columns, `_shard` (the
+   window) and `_row` (the row's index in the manifest). With CPU-only actors it asks for the
+   actors' CPUs, so Ray Data fuses it into the actors (one process fewer per worker, no copy of
+   the rows through the object store); with GPU actors it runs as light CPU tasks (READ_CPUS)
+   that read ahead while the GPUs score;
+3. `map_batches(_ScoreWindows)`: a callable class on an actor pool of `workers` actors (each with
+   `num_cpus_per_actor` CPUs and `num_gpus_per_actor` GPUs) that builds the job's Scorer once,
+   scores every window of a batch separately (helper columns dropped, results checked with
+   `check_results`) and returns the results as pyarrow with the helper columns put back;
+4. the driver streams the output (`iter_batches`), gathers rows per shard (a batch may hold
+   several windows or part of one) and yields a shard, in `_row` order and with the dtypes the
+   Scorer gave, as soon as all its rows are in. Only the shards in flight are held here.
+
+Blocks: the manifest is read into blocks of one window each, so `rows_per_block` is the runtime's
+window size (`score_manifest(window_rows=...)`, the shard size); it is only recorded here, and a
+window larger than a given `rows_per_block` is refused. With GPUs, where Ray Data needs an explicit
+batch size, it is also the Scorer's batch size (default: the largest window).
+
+Ray: an instance already initialised in this process is used as it is; otherwise `address`
+("auto", "ray://host:port", ...) is connected to, or a local instance is started with enough
+logical CPUs for the actors plus the readers (so fractional actors never starve the read tasks on
+a small machine). A local instance is left running for the next run in this process (Ray stops it
+at exit). Each actor gets max(1, floor(num_cpus_per_actor)) compute threads (OpenMP, torch).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import pickle
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from sdscore import errors
+from sdscore.errors import SdscoreError
+from sdscore.runtime.executors.local import close_scorer
+from sdscore.runtime.executors.processes import limit_threads, usable_cores
+from sdscore.runtime.manifest_windows import ManifestWindows, WindowReader
+from sdscore.runtime.scorer import ScoringJob, check_results
+
+#: Helper columns carried beside a window's rows through the pipeline.
+SHARD_COLUMN, ROW_COLUMN = "_shard", "_row"
+#: Logical CPUs of an actor when the caller gives none (Ray's CPUs are bookkeeping: a fraction
+#: keeps a pool of `workers` actors schedulable next to the driver's and Ray Data's own work).
+DEFAULT_ACTOR_CPUS = 0.5
+#: Logical CPUs of a read task feeding GPU actors (reading a window is short).
+READ_CPUS = 0.25
+#: Arrow schema metadata key under which an actor sends each shard's result dtypes (pickled).
+_DTYPES_KEY = b"sdscore.result_dtypes"
+
+
+def _import_ray():
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError as error:
+        raise SdscoreError(
+            f"the ray executor needs Ray Data, which is not installed ({error}); "
+            f"install sdscore[ray] (pip install 'sdscore[ray]')"
+        ) from error
+    return ray
+
+
+def _read_windows(items: pa.Table, reader: WindowReader) -> Iterator[pa.Table]:
+    """Each window's validated rows as pyarrow, with its shard and the rows' manifest indices."""
+    for item in items.to_pylist():
+        start, stop = item["start"], item["stop"]
+        try:
+            rows = reader.window(start, stop, pl.Series("first_rows", item["first_rows"], dtype=pl.UInt32))
+        except Exception as error:
+            raise _Failed(_tagged(error, f"reading rows {start + 1}..{stop}: ")) from error
+        yield rows.with_columns(
+            pl.lit(item["shard"], pl.Int64).alias(SHARD_COLUMN),
+            pl.int_range(start, stop, dtype=pl.Int64).alias(ROW_COLUMN),
+        ).to_arrow()
+
+
+class _ScoreWindows:
+    """One actor of the pool: the job's Scorer, built once, applied to each window of a batch.
+
+    A Scorer that cannot be built is reported with the first batch (as the processes executor
+    does), so it fails the run with its own message instead of Ray restarting the actor."""
+
+    def __init__(self, job: ScoringJob, threads: int):
+        self.job, self.scorer, self.start_error = job, None, None
+        limit_threads(threads)
+        try:
+            self.scorer = job.create()
+        except Exception as error:
+            self.start_error = _tagged(error, f"{job.scorer_name} could not be built on a Ray actor: ")
+        limit_threads(threads)  # the Scorer may have imported torch just now
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        if self.start_error is not None:
+            raise _Failed(self.start_error)
+        try:
+            return self._score(batch)
+        except Exception as error:
+            raise _Failed(_tagged(error)) from error
+
+    def _score(self, batch: pa.Table) -> pa.Table:
+        frame = pl.from_arrow(batch)
+        tables, dtypes = [], {}
+        for part in frame.partition_by(SHARD_COLUMN, maintain_order=True):  # never mix windows in a call
+            rows = part.drop(SHARD_COLUMN, ROW_COLUMN)
+            results = check_results(rows, self.scorer(rows), self.job.scorer_name, int(part[ROW_COLUMN][0]))
+            clash = [c for c in (SHARD_COLUMN, ROW_COLUMN) if c in results.columns]
+            if clash:
+                raise SdscoreError(f"{self.job.scorer_name} returned column(s) {clash}, reserved by the ray executor")
+            dtypes[int(part[SHARD_COLUMN][0])] = dict(results.schema)
+            tables.append(results.with_columns(part[SHARD_COLUMN], part[ROW_COLUMN]).to_arrow())
+        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
+        return table.replace_schema_metadata({**(table.schema.metadata or {}), _DTYPES_KEY: pickle.dumps(dtypes)})
+
+    def __del__(self):  # Ray Data drops the UDF when the actor shuts down gracefully
+        if getattr(self, "scorer", None) is not None:
+            scorer, self.scorer = self.scorer, None
+            close_scorer(scorer)
+
+
+def _score_empty(job: ScoringJob, reader: WindowReader, threads: int) -> pl.DataFrame:
+    """The (empty) results of an empty manifest, so the output still has the Scorer's columns."""
+    limit_threads(threads)
+    try:
+        scorer = job.create()
+    except Exception as error:
+        raise _Failed(_tagged(error, f"{job.scorer_name} could not be built on a Ray worker: ")) from error
+    try:
+        rows = reader.window(0, 0, pl.Series("first_rows", [], dtype=pl.UInt32))
+        return check_results(rows, scorer(rows), job.scorer_name, 0)
+    except Exception as error:
+        raise _Failed(_tagged(error)) from error
+    finally:
+        close_scorer(scorer)
+
+
+class _Shards:
+    """Rows of the pending shards gathered from the output batches until each is whole."""
+
+    def __init__(self, windows):
+        self.bounds = {k: (start, stop) for k, start, stop in windows}
+        self.parts: dict[int, list[pl.DataFrame]] = {}
+        self.counts: dict[int, int] = {}
+        self.dtypes: dict[int, dict[str, pl.DataType]] = {}
+        self.done: set[int] = set()
+
+    def add(self, batch: pa.Table) -> Iterator[tuple[int, pl.DataFrame]]:
+        """The shards this batch completes."""
+        metadata = batch.schema.metadata or {}
+        sent = pickle.loads(metadata[_DTYPES_KEY]) if _DTYPES_KEY in metadata else {}
+        frame = pl.from_arrow(batch.replace_schema_metadata(None))
+        if not frame.height:
+            return
+        for part in frame.partition_by(SHARD_COLUMN, maintain_order=True):
+            k = int(part[SHARD_COLUMN][0])
+            if k not in self.bounds:
+                raise SdscoreError(f"the ray executor got {part.height} result rows for shard {k}, which was not asked for")
+            start, stop = self.bounds[k]
+            if k in self.done:
+                raise SdscoreError(f"shard {k}: duplicate result rows for input rows {start + 1}..{stop} from ray")
+            self.parts.setdefault(k, []).append(part)
+            self.counts[k] = self.counts.get(k, 0) + part.height
+            known = self.dtypes.setdefault(k, {})
+            for name, dtype in sent.get(k, {}).items():
+                if known.get(name) in (None, pl.Null):  # a piece that is all null may say Null
+                    known[name] = dtype
+            if self.counts[k] >= stop - start:
+                yield k, self._finish(k)
+
+    def _finish(self, k: int) -> pl.DataFrame:
+        start, stop = self.bounds[k]
+        parts = self.parts.pop(k)
+        frame = (parts[0] if len(parts) == 1 else pl.concat(parts, how="vertical_relaxed")).sort(ROW_COLUMN)
+        rows = frame[ROW_COLUMN]
+        if frame.height != stop - start or rows.n_unique() != frame.height or rows[0] != start or rows[-1] != stop - 1:
+            raise SdscoreError(
+                f"shard {k}: ray returned {frame.height} result rows ({rows.n_unique()} distinct) for input rows "
+                f"{start + 1}..{stop}; rows were lost or duplicated"
+            )
+        self.done.add(k)
+        del self.counts[k]
+        frame = frame.drop(SHARD_COLUMN, ROW_COLUMN)
+        dtypes = {n: d for n, d in self.dtypes.pop(k, {}).items() if n in frame.columns and frame.schema[n] != d}
+        return frame.cast(dtypes) if dtypes else frame
+
+    def missing(self) -> list[int]:
+        return [k for k in self.bounds if k not in self.done]
+
+
+class _Failed(RuntimeError):
+    """Raised in Ray tasks and actors with the original error's text between tags: Ray keeps the
+    text of a remote error (its traceback) but not always the error, so the driver finds it there."""
+
+
+_TAG = re.compile(r"<sdscore-error class=(\w+)>(.*?)</sdscore-error>", re.DOTALL)
+
+
+def _tagged(error: BaseException, prefix: str = "") -> str:
+    if isinstance(error, SdscoreError):
+        name, text = type(error).__name__, str(error)
+    else:
+        name, text = "SdscoreError", f"{type(error).__name__}: {error}"
+    return f"<sdscore-error class={name}>{prefix}{text}</sdscore-error>"
+
+
+def _failure(error: BaseException) -> SdscoreError:
+    """An SdscoreError with the message of the error raised in a Ray task or actor (of its own class
+    when that is one of sdscore.errors), or Ray's own error's first line when Ray itself failed."""
+    found = _TAG.search(str(error))
+    if found:
+        name, text = found.groups()
+        kind = getattr(errors, name, SdscoreError)
+        kind = kind if isinstance(kind, type) and issubclass(kind, SdscoreError) else SdscoreError
+        try:
+            return kind(text)
+        except Exception:
+            return SdscoreError(text)
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    return SdscoreError(f"scoring on ray failed ({type(error).__name__}: {text}); see the Ray logs for more")
+
+
+@contextmanager
+def _quiet_ray_data(ray):
+    """No progress bars or execution banners from Ray Data while we run (errors still show)."""
+    context = ray.data.DataContext.get_current()
+    quiet = {"enable_progress_bars": False, "print_on_execution_start": False, "enable_auto_log_stats": False}
+    saved = {name: getattr(context, name) for name in quiet if hasattr(context, name)}
+    data_logger = logging.getLogger("ray.data")
+    saved_level = data_logger.level
+    for name in saved:
+        setattr(context, name, quiet[name])
+    data_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(context, name, value)
+        data_logger.setLevel(saved_level)
+
+
+class RayExecutor:
+    """`workers` Scorer actors on a Ray cluster (or a local Ray), fed and drained by Ray Data."""
+
+    def __init__(
+        self,
+        workers: int,
+        address: str | None = None,
+        num_cpus_per_actor: float | None = None,
+        num_gpus_per_actor: float = 0.0,
+        rows_per_block: int | None = None,
+    ):
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+        cpus = DEFAULT_ACTOR_CPUS if num_cpus_per_actor is None else float(num_cpus_per_actor)
+        if not cpus > 0:
+            raise ValueError(f"num_cpus_per_actor must be > 0, got {num_cpus_per_actor!r}")
+        if not float(num_gpus_per_actor) >= 0:
+            raise ValueError(f"num_gpus_per_actor must be >= 0, got {num_gpus_per_actor!r}")
+        if rows_per_block is not None and (
+            isinstance(rows_per_block, bool) or not isinstance(rows_per_block, int) or rows_per_block < 1
+        ):
+            raise ValueError(f"rows_per_block must be an integer >= 1, got {rows_per_block!r}")
+        self.workers = workers
+        self.address = address
+        self.num_cpus_per_actor = cpus
+        self.num_gpus_per_actor = float(num_gpus_per_actor)
+        self.rows_per_block = rows_per_block
+        self.threads = max(1, math.floor(cpus))
+
+    def describe(self) -> dict:
+        return {
+            "name": "ray",
+            "workers": self.workers,
+            "address": self.address,
+            "num_cpus_per_actor": self.num_cpus_per_actor,
+            "num_gpus_per_actor": self.num_gpus_per_actor,
+            "rows_per_block": self.rows_per_block,
+            "threads_per_actor": self.threads,
+        }
+
+    def _start_ray(self, ray) -> None:
+        if ray.is_initialized():
+            return
+        quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
+        if self.address:
+            ray.init(address=self.address, **quiet)
+        else:
+            needed = self.workers * self.num_cpus_per_actor + 1  # the actors, and a core for readers
+            ray.init(num_cpus=max(usable_cores(), math.ceil(needed)), include_dashboard=False, **quiet)
+
+    def _check_resources(self, ray) -> None:
+        """Refuse an actor pool a local Ray can never hold (Ray Data would wait for it forever).
+
+        A cluster given by address may autoscale, so it is trusted."""
+        if self.address:
+            return
+        total = ray.cluster_resources()
+        gpus = self.workers * self.num_gpus_per_actor
+        cpus = self.workers * self.num_cpus_per_actor + (READ_CPUS if gpus else 0)
+        for name, needed in (("CPU", cpus), ("GPU", gpus)):
+            have = total.get(name, 0.0)
+            if needed > have + 1e-9:
+                raise SdscoreError(
+                    f"the ray executor needs {needed:g} {name}s for {self.workers} actor(s) (and their readers) but "
+                    f"the local Ray instance has {have:g}; use fewer workers or smaller num_cpus/num_gpus per actor"
+                )
+
+    def run(self, job: ScoringJob, manifest: ManifestWindows, windows) -> Iterator[tuple[int, pl.DataFrame]]:
+        if not windows:
+            return
+        largest = max(stop - start for _, start, stop in windows)
+        if self.rows_per_block is not None and largest > self.rows_per_block:
+            raise SdscoreError(
+                f"rows_per_block={self.rows_per_block} but the run's windows hold up to {largest} rows; a block is "
+                f"one window, so score with window_rows={self.rows_per_block}"
+            )
+        ray = _import_ray()
+        self._start_ray(ray)
+        self._check_resources(ray)
+        with _quiet_ray_data(ray):
+            for k, start, stop in windows:
+                if start == stop:  # only an empty manifest has an empty window: no rows to stream
+                    yield k, self._score_empty(ray, job, manifest)
+            windows = [window for window in windows if window[1] < window[2]]
+            if windows:
+                yield from self._stream(ray, job, manifest, windows, largest)
+
+    def _stream(self, ray, job: ScoringJob, manifest: ManifestWindows, windows, largest: int):
+        """Run the pipeline, yielding each shard once all its rows are back."""
+        batches = iter(self._dataset(ray, job, manifest, windows, largest).iter_batches(
+            batch_size=None, batch_format="pyarrow"
+        ))
+        try:
+            shards = _Shards(windows)
+            while True:
+                try:
+                    batch = next(batches, None)
+                except Exception as error:  # Ray wraps what the read tasks and Scorers raised
+                    raise _failure(error) from error
+                if batch is None:
+                    break
+                yield from shards.add(batch)
+            missing = shards.missing()
+            if missing:
+                raise SdscoreError(
+                    f"ray returned too few result rows for shard(s) {missing[:5]}"
+                    f"{' ...' if len(missing) > 5 else ''}; rows were lost"
+                )
+        finally:
+            close = getattr(batches, "close", None)
+            if callable(close):  # stops the Ray Data execution when we leave early
+                close()
+
+    def _score_empty(self, ray, job: ScoringJob, manifest: ManifestWindows) -> pl.DataFrame:
+        gpu = {"num_gpus": self.num_gpus_per_actor} if self.num_gpus_per_actor > 0 else {}
+        task = ray.remote(_score_empty).options(num_cpus=self.num_cpus_per_actor, max_retries=0, **gpu)
+        try:
+            return ray.get(task.remote(job, manifest.reader(), self.threads))
+        except Exception as error:
+            raise _failure(error) from error
+
+    def _dataset(self, ray, job: ScoringJob, manifest: ManifestWindows, windows, largest: int):
+        first_rows = manifest.first_rows
+        items = [
+            {"shard": k, "start": start, "stop": stop, "first_rows": first_rows[start:stop].to_list()}
+            for k, start, stop in windows
+        ]
+        try:
+            dataset = ray.data.from_items(items, override_num_blocks=len(items))
+        except TypeError:  # Ray < 2.10
+            dataset = ray.data.from_items(items, parallelism=len(items))
+        gpu = {"num_gpus": self.num_gpus_per_actor} if self.num_gpus_per_actor > 0 else {}
+        dataset = dataset.map_batches(
+            _read_windows, fn_kwargs={"reader": manifest.reader()}, batch_size=None,
+            batch_format="pyarrow", num_cpus=self.num_cpus_per_actor if not gpu else READ_CPUS,
+        )
+        return dataset.map_batches(
+            _ScoreWindows,
+            fn_constructor_kwargs={"job": job, "threads": self.threads},
+            # a block is one window; Ray Data wants an explicit batch size for GPU actors
+            batch_size=(self.rows_per_block or largest) if gpu else None,
+            batch_format="pyarrow",
+            compute=ray.data.ActorPoolStrategy(size=self.workers),
+            num_cpus=self.num_cpus_per_actor,
+            **gpu,
+        )

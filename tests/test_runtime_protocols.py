@@ -1,0 +1,162 @@
+"""Every protocol's Scorer on the runtime, end to end through `sdscore score`: kill -9 midway and
+--resume gives the uninterrupted run's rows; bad rows (a bad label, missing audio, a malformed
+field) keep their place with their error (exit code 1); the processes executor equals local."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from sdscore.cli import main
+from sdscore.corpus import read_manifest
+
+#: protocol → (corpus manifest, id column, CLI options: fast and offline)
+PROTOCOLS = {
+    "reward": ("reward_pairs.parquet", "pair_id", []),
+    "consistency": ("consistency.parquet", "instance_id", ["--embedder", "ge2e", "--threshold", "0.7"]),
+    "judge": ("judge_items.parquet", "item_id", ["--judge", "rule"]),
+}
+#: Scorer class each protocol's `score` runs (slowed down in the process that gets killed)
+SCORERS = {
+    "reward": "sdscore.protocols.reward.scoring:RewardPairsScorer",
+    "consistency": "sdscore.protocols.consistency.protocol:ConsistencyScorer",
+    "judge": "sdscore.protocols.judge.scorer:JudgeScorer",
+}
+#: `sdscore score` with each window's scoring slowed by 0.3 s, so a SIGKILL lands between shards
+SLOWED_CLI = """
+import importlib, sys, time
+module, name = sys.argv[1].split(":")
+scorer = getattr(importlib.import_module(module), name)
+real = scorer.__call__
+def slowed(self, rows):
+    out = real(self, rows)
+    time.sleep(0.3)
+    return out
+scorer.__call__ = slowed
+from sdscore.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _absolute_manifest(corpus, protocol, folder):
+    """The corpus manifest with absolute audio paths, as JSONL rows (so bad rows can be appended)."""
+    name, _, _ = PROTOCOLS[protocol]
+    frame = read_manifest(corpus / name, protocol)
+    return [json.loads(line) for line in frame.write_ndjson().splitlines()]
+
+
+def _write_jsonl(path, rows, raw_lines=()):
+    with open(path, "w", encoding="utf-8") as out:
+        for row in rows:
+            out.write(json.dumps(row) + "\n")
+        for line in raw_lines:
+            out.write(line + "\n")
+    return path
+
+
+def _bad_rows(protocol, good, folder):
+    """Three bad rows from a good one: an unknown label, a missing audio file, a malformed field."""
+    missing = str(folder / "no-such-clip.wav")
+    bad_label, no_audio, malformed = (json.loads(json.dumps(good)) for _ in range(3))
+    _, id_column, _ = PROTOCOLS[protocol]
+    for suffix, row in (("label", bad_label), ("audio", no_audio), ("field", malformed)):
+        row[id_column] = f"bad-{suffix}"
+    if protocol == "reward":
+        bad_label["criterion"] = "sideways"
+        no_audio["chosen"][-1]["audio_path"] = missing
+        malformed["chosen"] = "[{not json"
+    elif protocol == "consistency":
+        bad_label["task"] = "sorting"
+        no_audio["turn_paths"][0] = missing
+        malformed["turn_paths"] = "[oops"
+    else:
+        bad_label["overall"] = "3"
+        no_audio["audio1_path"] = missing
+        malformed["content"] = {"not": "a label"}
+    return [bad_label, no_audio, malformed]
+
+
+@pytest.fixture(scope="module")
+def manifests(tiny_corpus, tmp_path_factory):
+    """Per protocol: a JSONL manifest of the corpus rows with three bad rows in the middle."""
+    folder = tmp_path_factory.mktemp("runtime-protocols")
+    out = {}
+    for protocol in PROTOCOLS:
+        rows = _absolute_manifest(tiny_corpus, protocol, folder)
+        bad = _bad_rows(protocol, rows[0], folder)
+        out[protocol] = _write_jsonl(folder / f"{protocol}.jsonl", rows[:3] + bad + rows[3:])
+    return out
+
+
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+def test_bad_rows_keep_their_place_with_their_error(protocol, manifests, tmp_path, capsys):
+    _, id_column, options = PROTOCOLS[protocol]
+    out = tmp_path / "out.parquet"
+    assert main(["score", protocol, str(manifests[protocol]), "--out", str(out), *options]) == 1
+    results = pl.read_parquet(out)
+    manifest_ids = [json.loads(line)[id_column] for line in open(manifests[protocol], encoding="utf-8")]
+    assert results[id_column].to_list() == manifest_ids
+    errors = dict(zip(results[id_column], results["error"]))
+    assert "sideways" in errors["bad-label"] or "sorting" in errors["bad-label"] or "'3'" in errors["bad-label"]
+    assert "no-such-clip.wav" in errors["bad-audio"]
+    assert errors["bad-field"] is not None
+    good = [i for i in manifest_ids if not i.startswith("bad-")]
+    assert all(errors[i] is None for i in good), {i: errors[i] for i in good if errors[i]}
+    assert "with errors" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+def test_sigkill_midway_then_resume_equals_an_uninterrupted_run(protocol, manifests, tmp_path):
+    _, id_column, options = PROTOCOLS[protocol]
+    manifest = str(manifests[protocol])
+    full, out = tmp_path / "full.parquet", tmp_path / "out.parquet"
+    args = ["score", protocol, manifest, "--window-rows", "2", *options]
+    assert main([*args, "--out", str(full)]) == 1  # the bad rows fail
+    parts = tmp_path / "out.parquet.parts"
+    process = subprocess.Popen([sys.executable, "-c", SLOWED_CLI, SCORERS[protocol], *args, "--out", str(out)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while len(list(parts.glob("part-*.parquet"))) < 2:
+        assert process.poll() is None, f"the run ended (rc {process.returncode}) before it could be killed"
+        assert time.monotonic() < deadline, "no shard written in 180 s"
+        time.sleep(0.02)
+    process.kill()  # SIGKILL: no cleanup runs
+    process.wait()
+    written = len(list(parts.glob("part-*.parquet")))
+    assert not out.exists() and 2 <= written < len(open(manifest, encoding="utf-8").readlines()) / 2
+    assert main([*args, "--out", str(out), "--resume"]) == 1
+    resumed, expected = pl.read_parquet(out), pl.read_parquet(full)
+    assert resumed[id_column].n_unique() == resumed.height == expected.height
+    assert resumed.equals(expected)
+    assert not parts.exists()
+
+
+@pytest.fixture(scope="module")
+def ray_after():
+    """Ray, when a test starts it, is stopped after this module."""
+    yield
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+
+
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+def test_processes_and_ray_executors_equal_local(protocol, manifests, tmp_path, ray_after):
+    _, _, options = PROTOCOLS[protocol]
+    local, processes, ray = tmp_path / "local.parquet", tmp_path / "processes.parquet", tmp_path / "ray.parquet"
+    args = ["score", protocol, str(manifests[protocol]), "--window-rows", "3", *options]
+    assert main([*args, "--out", str(local)]) == 1
+    assert main([*args, "--out", str(processes), "--workers", "2"]) == 1
+    # workers run one BLAS thread each, this process two: fp32 sums may round differently
+    assert_frame_equal(pl.read_parquet(processes), pl.read_parquet(local), check_exact=False, rel_tol=0, abs_tol=1e-6)
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("ray is not installed (pip install sdscore[ray])")
+    assert main([*args, "--out", str(ray), "--ray", "--workers", "2"]) == 1
+    assert_frame_equal(pl.read_parquet(ray), pl.read_parquet(local), check_exact=False, rel_tol=0, abs_tol=1e-6)
