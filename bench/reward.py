@@ -7,7 +7,8 @@ SDiaReward's eval_model.py does per pair: load each clip with librosa at 16 kHz,
 inputs of one episode, forward it alone, then the rejected one — batch 1, no overlap. Ours is
 `RewardScorer.score_pairs` (threaded load_many, a pair's two episodes in one window so their
 context clips are featurised once, length-bucketed batches; prefetch overlapping the forward on
-CUDA), in one process and, on a CPU, with one worker process per core (`workers=`). The clips
+CUDA), in one process (worker processes and Ray actors over a whole manifest are the runtime's
+executors, measured by bench/scale.py). The clips
 are rewritten at 16 kHz first, so neither side resamples (espeak-ng renders at
 22.05 kHz, and librosa's soxr and our resampler differ near Nyquist, which moves log-mel features)
 and the two score lists must agree: the max |difference| is printed, so the speed-up cannot come
@@ -25,13 +26,11 @@ the same GPU in the same run.
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 import time
 import warnings
 from collections.abc import Callable
-from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +43,7 @@ from common import WORDS, Row, best_seconds, parser, render_tts, report  # noqa:
 from sdscore.models.base import RewardModel  # noqa: E402
 from sdscore.models.episodes import Episode, Turn  # noqa: E402
 from sdscore.models.loading import load_reward_model  # noqa: E402
-from sdscore.runtime.reward_scorer import RewardScorer  # noqa: E402
+from sdscore.runtime.reward.episode_scorer import RewardScorer  # noqa: E402
 
 
 def at_16k(paths: list[str]) -> list[str]:
@@ -125,48 +124,30 @@ def interleaved(runs: dict[str, Callable[[], np.ndarray]], repeats: int) -> dict
     return best
 
 
-def model_rows(name: str, model: RewardModel, pairs, repeats: int, max_batch: int, device: str,
-               workers: int = 1) -> list[Row]:
-    """Rows of the in-process scorer, and (workers > 1) of the scorer with CPU worker processes,
-    each against the one-by-one loop; every run's scores are compared with the loop's."""
+def model_rows(name: str, model: RewardModel, pairs, repeats: int, max_batch: int, device: str) -> list[Row]:
+    """Rows of the in-process scorer against the one-by-one loop (with librosa, and with our loader);
+    every run's scores are compared with the loop's."""
     n = len(pairs)
-    with ExitStack() as open_scorers:
-        scorer = open_scorers.enter_context(RewardScorer(model, device=device, max_batch=max_batch))
-        peer_loop(model, pairs[:2])  # warm-up: lazy imports, first forwards
-        ours(scorer, pairs[:4])
-        runs = {
-            "ours": lambda: ours(scorer, pairs),
-            "peer": lambda: peer_loop(model, pairs),
-            "peer, our loader": lambda: peer_loop(model, pairs, loader="sdscore"),
-        }
-        if workers > 1:
-            pooled = open_scorers.enter_context(RewardScorer(model, device=device, max_batch=max_batch, workers=workers))
-            start = time.perf_counter()
-            ours(pooled, pairs)  # warm-up: spawns the workers (a one-time cost, printed below)
-            print(f"{name}, {workers} workers: the first call, which starts the workers, took "
-                  f"{time.perf_counter() - start:.2f} s")
-            runs["workers"] = lambda: ours(pooled, pairs)
-        best = interleaved(runs, repeats)
+    scorer = RewardScorer(model, device=device, max_batch=max_batch)
+    peer_loop(model, pairs[:2])  # warm-up: lazy imports, first forwards
+    ours(scorer, pairs[:4])
+    runs = {
+        "ours": lambda: ours(scorer, pairs),
+        "peer": lambda: peer_loop(model, pairs),
+        "peer, our loader": lambda: peer_loop(model, pairs, loader="sdscore"),
+    }
+    best = interleaved(runs, repeats)
     seconds = {k: v[0] for k, v in best.items()}
     expected = best["peer"][1]
-    for run in ("ours", "peer, our loader", "workers"):
-        if run in best:
-            print(f"{name}, {run}: max |score - loop score| = {float(np.max(np.abs(best[run][1] - expected))):.2e} "
-                  f"over {n} pairs")
-    rows = [
+    for run in ("ours", "peer, our loader"):
+        print(f"{name}, {run}: max |score - loop score| = {float(np.max(np.abs(best[run][1] - expected))):.2e} "
+              f"over {n} pairs")
+    return [
         Row(f"{name}: score_pairs vs one-by-one loop, librosa ({device})", "pairs/s", n / seconds["ours"],
             n / seconds["peer"]),
         Row(f"{name}: score_pairs vs one-by-one loop, our loader ({device})", "pairs/s", n / seconds["ours"],
             n / seconds["peer, our loader"]),
     ]
-    if workers > 1:
-        rows += [
-            Row(f"{name}: score_pairs, {workers} worker processes vs one-by-one loop, librosa ({device})", "pairs/s",
-                n / seconds["workers"], n / seconds["peer"]),
-            Row(f"{name}: {workers} worker processes vs score_pairs in one process ({device})", "pairs/s",
-                n / seconds["workers"], n / seconds["ours"]),
-        ]
-    return rows
 
 
 def compact_model() -> RewardModel:
@@ -228,10 +209,10 @@ def matmul_flops_per_second(device: str, dtype: torch.dtype = torch.bfloat16, n:
 
 def mfu_row(name: str, model: RewardModel, pairs, repeats: int, max_batch: int, device: str) -> Row:
     """Achieved FLOP/s of score_pairs (counted FLOPs / best time) against the measured matmul rate."""
-    with RewardScorer(model, device=device, max_batch=max_batch) as scorer:
-        ours(scorer, pairs)  # warm-up
-        flops = counted_flops(lambda: ours(scorer, pairs))
-        seconds = best_seconds(lambda: ours(scorer, pairs), repeats)
+    scorer = RewardScorer(model, device=device, max_batch=max_batch)
+    ours(scorer, pairs)  # warm-up
+    flops = counted_flops(lambda: ours(scorer, pairs))
+    seconds = best_seconds(lambda: ours(scorer, pairs), repeats)
     peak = matmul_flops_per_second(device, next(model.parameters()).dtype)
     return Row(f"{name}: achieved vs {device} matmul TFLOP/s (ratio = MFU)", "TFLOP/s", flops / seconds / 1e12, peak / 1e12)
 
@@ -245,9 +226,7 @@ def main() -> None:
         n_pairs = 24 if args.quick else 96
         paths = render_tts(Path(folder), CLIPS_PER_PAIR * n_pairs, words=(3, 14), espeak_every=3, prefix="r")
         pairs = make_pairs(at_16k(paths), n_pairs)
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        workers = min(cores, 8) if device == "cpu" else 1
-        rows = model_rows("compact demo model", compact_model(), pairs, repeats, 16, device, workers)
+        rows = model_rows("compact demo model", compact_model(), pairs, repeats, 16, device)
         qwen_pairs = pairs[: 6 if args.quick else 24]
         rows += model_rows("tiny SDiaReward-layout model", tiny_qwen_model(Path(folder)), qwen_pairs, repeats, 8, device)
         if device == "cuda":  # unverified: no GPU has been lent to this project yet

@@ -195,3 +195,12 @@ def test_sharded_output_shards_resume_and_merge(tmp_path):
     assert again.finish({"note": "x"}) == (10, 1)
     assert pl.read_parquet(out).equals(frame) and not again.parts.exists()
     assert read_provenance(out) == {"note": "x", "rows": 10, "failed_rows": 1}
+
+
+def test_a_manifest_without_required_columns_stops_before_the_scorer_loads(tmp_path):
+    from sdscore.errors import ManifestError
+
+    path = tmp_path / "m.parquet"
+    pl.DataFrame({"battle_id": ["a"], "model_a": ["x"]}).write_parquet(path)
+    with pytest.raises(ManifestError, match="missing required columns 'model_b', 'winner' for protocol 'arena'"):
+        score_manifest(ScoringJob("arena", FailingScorer), path, tmp_path / "o.parquet")

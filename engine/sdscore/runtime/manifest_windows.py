@@ -44,7 +44,11 @@ class ManifestWindows:
                 frame.sink_parquet(self.scan_path)
             except (pl.exceptions.PolarsError, OSError) as error:
                 raise ManifestError(f"{self.source}: could not read the manifest ({error})") from error
-        keys = self._keys(pl.scan_parquet(self.scan_path))
+        scan = pl.scan_parquet(self.scan_path)
+        # file-level problems (a missing required column, a column of the wrong kind) stop the run
+        # here, before any model loads; row problems become the rows' errors, window by window
+        validate_manifest(scan.head(0).collect(), self.protocol, self.source, errors="collect")
+        keys = self._keys(scan)
         self.n_rows = keys.height
         self.first_rows = manifest_first_rows(keys, self.protocol)
         self.keys_digest = _frame_digest(keys)
