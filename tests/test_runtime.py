@@ -204,3 +204,26 @@ def test_a_manifest_without_required_columns_stops_before_the_scorer_loads(tmp_p
     pl.DataFrame({"battle_id": ["a"], "model_a": ["x"]}).write_parquet(path)
     with pytest.raises(ManifestError, match="missing required columns 'model_b', 'winner' for protocol 'arena'"):
         score_manifest(ScoringJob("arena", FailingScorer), path, tmp_path / "o.parquet")
+
+
+def test_a_second_run_on_the_same_output_is_refused_and_a_dead_holder_never_blocks(manifest, tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "o.parquet"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom sdscore.runtime.output_lock import OutputLock\n"
+         "with OutputLock(sys.argv[1]):\n    print('locked', flush=True)\n    time.sleep(60)\n", str(out)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(SdscoreError, match=rf"another run is writing this output \(pid {holder.pid} on .*started"):
+            score_manifest(ScoringJob("arena", ToyScorer), manifest, out)
+        with pytest.raises(SdscoreError, match="another run is writing this output"):
+            score_manifest(ScoringJob("arena", ToyScorer), manifest, out, resume=True)
+    finally:
+        holder.kill()  # SIGKILL: the lock file stays, the kernel drops the lock
+        holder.wait()
+    assert (tmp_path / "o.parquet.lock").exists()
+    score_manifest(ScoringJob("arena", ToyScorer), manifest, out)
+    assert pl.read_parquet(out).height == 50 and not (tmp_path / "o.parquet.lock").exists()

@@ -1,7 +1,7 @@
 """score_manifest: run a ScoringJob over a manifest file into one results Parquet file.
 
 The one loop every protocol's `sdscore score` goes through: check the output path before any
-work, open the manifest in windows (runtime/manifest_windows.py), open or resume the sharded
+work, lock the output against a second run (runtime/output_lock.py), open the manifest in windows (runtime/manifest_windows.py), open or resume the sharded
 output (runtime/sharded_output.py) under the run record (runtime/provenance.py), score the
 pending windows on an executor (runtime/executors/), write each window's results as a shard,
 report progress, and merge the shards with the run's provenance. Nothing here knows a protocol.
@@ -21,6 +21,7 @@ from sdscore.errors import SdscoreError
 from sdscore.progress import Progress
 from sdscore.runtime.executors import Executor, make_executor
 from sdscore.runtime.manifest_windows import ManifestWindows
+from sdscore.runtime.output_lock import OutputLock
 from sdscore.runtime.provenance import manifest_fingerprint, now, run_provenance, weights_digest
 from sdscore.runtime.scorer import ScoringJob
 from sdscore.runtime.sharded_output import ShardedOutput, parts_folder, recorded_shard_rows
@@ -103,6 +104,11 @@ def score_manifest(
     else:
         runner = executor
     out.parent.mkdir(parents=True, exist_ok=True)
+    with OutputLock(out):
+        return _locked_run(job, manifest, out, runner, workers, resume, window_rows, progress, began, started)
+
+
+def _locked_run(job, manifest, out, runner, workers, resume, window_rows, progress, began, started) -> RunSummary:
     staging = tempfile.mkdtemp(prefix=f".{out.name[:40]}.stage-", dir=out.parent)
     try:
         windows = ManifestWindows(manifest, job.protocol, staging)
