@@ -43,11 +43,7 @@ test: install
 	$(PY) -m pytest -q tests
 
 bench: install
-	$(PY) bench/audio.py
-	$(PY) bench/kernels.py
-	$(PY) bench/consistency.py
-	$(PY) bench/features.py
-	$(PY) bench/reward.py
+	$(VENV)/bin/sdscore bench
 
 fuzz: install
 	bash csrc/fuzz/run_fuzzer.sh 300

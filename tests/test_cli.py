@@ -69,3 +69,11 @@ def test_demo_writes_every_stage(corpus, tmp_path):
     assert code == 0 and report["ok"], report.get("failed_stages")
     assert [s["protocol"] for s in report["stages"]] == ["reward", "consistency", "judge", "arena"]
     assert all(m["failed"] == 0 for m in report["corpus_summary"]["manifests"].values())
+
+
+def test_bench_command_names_the_benchmarks(capsys):
+    assert main(["bench", "no-such-bench"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "no benchmark named no-such-bench; expected one of" in err
+    for name in ("audio", "kernels", "reward", "scale"):
+        assert name in err

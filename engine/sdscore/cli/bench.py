@@ -22,8 +22,9 @@ def bench_folder() -> Path:
 
 
 def bench_names(folder: Path) -> list[str]:
-    """Benchmark scripts: every bench/*.py except shared helpers and the demo-model trainer."""
-    return sorted(p.stem for p in folder.glob("*.py") if p.stem not in ("common", "train_demo_model"))
+    """Benchmark scripts: the bench/*.py that run as scripts, except the demo-model trainer."""
+    return sorted(p.stem for p in folder.glob("*.py")
+                  if p.stem != "train_demo_model" and "__main__" in p.read_text(encoding="utf-8"))
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
