@@ -160,3 +160,16 @@ def test_processes_and_ray_executors_equal_local(protocol, manifests, tmp_path, 
         pytest.skip("ray is not installed (pip install sdscore[ray])")
     assert main([*args, "--out", str(ray), "--ray", "--workers", "2"]) == 1
     assert_frame_equal(pl.read_parquet(ray), pl.read_parquet(local), check_exact=False, rel_tol=0, abs_tol=1e-6)
+
+
+def test_ctrl_c_stops_cleanly_and_says_how_to_resume(manifests, tmp_path, monkeypatch, capsys):
+    import sdscore.protocols.reward.scoring as reward_scoring
+
+    def interrupted(self, rows):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(reward_scoring.RewardPairsScorer, "__call__", interrupted)
+    out = tmp_path / "out.parquet"
+    assert main(["score", "reward", str(manifests["reward"]), "--out", str(out)]) == 130
+    assert "interrupted (finished windows are kept: rerun with --resume to continue)" in capsys.readouterr().err
+    assert not out.exists() and not (tmp_path / "out.parquet.lock").exists()

@@ -91,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     except (SdscoreError, FileNotFoundError, IsADirectoryError, ValueError) as exc:
         console.print("[red]error:[/red]", escape(str(exc)))
         return 2
+    except KeyboardInterrupt:
+        resume = " (finished windows are kept: rerun with --resume to continue)" if args.command == "score" else ""
+        console.print(f"[red]interrupted[/red]{resume}")
+        return 130
 
 
 if __name__ == "__main__":
