@@ -89,10 +89,11 @@ def read_window(
     return resolve_audio_paths(frame, protocol, base_dir)
 
 
-def _frame_digest(frame: pl.DataFrame) -> str:
-    """A digest of a frame's text values in order (stable across polars versions, unlike hash_rows)."""
+def _frame_digest(frame: pl.DataFrame, chunk: int = 65536) -> str:
+    """A digest of a frame's text values in order (stable across polars versions, unlike hash_rows),
+    fed a slice at a time so a million keys never become one string."""
     digest = hashlib.blake2b(f"{frame.height}|".encode(), digest_size=16)
-    if frame.height and frame.width:
-        rows = frame.select(pl.concat_str(pl.all().fill_null("\x00"), separator="\x1f").str.join("\x1e"))
-        digest.update(rows.item().encode("utf-8", "surrogatepass"))
+    for start in range(0, frame.height if frame.width else 0, chunk):
+        rows = frame.slice(start, chunk).select(pl.concat_str(pl.all().fill_null("\x00"), separator="\x1f"))
+        digest.update("\x1e".join(rows.to_series().to_list()).encode("utf-8", "surrogatepass") + b"\x1e")
     return digest.hexdigest()

@@ -130,7 +130,7 @@ class ShardedOutput:
         with atomic_path(self.out, durable=True) as temp:
             with pq.ParquetWriter(temp, schema) as writer:
                 for path in paths:
-                    table = pq.read_table(path)
+                    table = pq.ParquetFile(path).read()  # (read_table imports pyarrow.dataset: +0.25 s)
                     table = table.select(schema.names).cast(schema)
                     rows += table.num_rows
                     failed += table.num_rows - table.column("error").null_count
