@@ -227,3 +227,10 @@ def test_a_second_run_on_the_same_output_is_refused_and_a_dead_holder_never_bloc
     assert (tmp_path / "o.parquet.lock").exists()
     score_manifest(ScoringJob("arena", ToyScorer), manifest, out)
     assert pl.read_parquet(out).height == 50 and not (tmp_path / "o.parquet.lock").exists()
+
+
+def test_workers_choose_the_processes_executor_and_local_refuses_them(manifest, tmp_path):
+    summary = score_manifest(ScoringJob("arena", ToyScorer), manifest, tmp_path / "o.parquet", workers=2)
+    assert read_provenance(summary.out)["executor"]["name"] == "processes"
+    with pytest.raises(ValueError, match="the local executor runs in this process: workers must be 1, got 2"):
+        score_manifest(ScoringJob("arena", ToyScorer), manifest, tmp_path / "p.parquet", executor="local", workers=2)

@@ -46,7 +46,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     elif args.ray_cpus is not None or args.ray_gpus:
         raise ValueError("--ray-cpus / --ray-gpus need --ray")
     else:
-        executor, address = ("processes" if args.workers > 1 else "local"), None
+        executor, address = None, None  # processes when --workers > 1, else in this process
     job = entry.scoring_job(**settings)
     from sdscore.runtime.run import score_manifest
 

@@ -80,7 +80,7 @@ def score(
     manifest: str | os.PathLike,
     out: str | os.PathLike,
     *,
-    executor: str = "local",
+    executor: str | None = None,
     workers: int = 1,
     ray_address: str | None = None,
     resume: bool = False,

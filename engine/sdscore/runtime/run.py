@@ -81,7 +81,7 @@ def score_manifest(
     manifest: str | os.PathLike,
     out: str | os.PathLike,
     *,
-    executor: str | Executor = "local",
+    executor: str | Executor | None = None,
     workers: int = 1,
     ray_address: str | None = None,
     resume: bool = False,
@@ -91,7 +91,8 @@ def score_manifest(
 ) -> RunSummary:
     """Score every row of `manifest` with `job` into `out` (Parquet), resumably; see the module doc.
 
-    executor: "local" | "processes" | "ray" (or an Executor); workers: processes or Ray actors;
+    executor: "local" | "processes" | "ray" (or an Executor; default: processes when workers > 1,
+    else local); workers: processes or Ray actors;
     window_rows: rows per window and per shard (default: the unfinished run's on resume, else
     DEFAULT_WINDOW_ROWS, smaller to give every worker two windows); executor_options go to the
     executor (ray: num_cpus_per_actor, num_gpus_per_actor). Returns a RunSummary; the
@@ -99,6 +100,8 @@ def score_manifest(
     """
     began, started = time.perf_counter(), now()
     out = check_output_path(out, manifest)
+    if executor is None:
+        executor = "processes" if workers > 1 else "local"
     if isinstance(executor, str):
         runner = make_executor(executor, workers=workers, ray_address=ray_address, **(executor_options or {}))
     else:

@@ -36,6 +36,9 @@ def make_executor(name: str = "local", *, workers: int = 1, ray_address: str | N
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
     if name == "local":
+        if workers != 1:
+            raise ValueError(f"the local executor runs in this process: workers must be 1, got {workers} "
+                             f"(use the processes or ray executor)")
         from sdscore.runtime.executors.local import LocalExecutor
 
         return LocalExecutor()
