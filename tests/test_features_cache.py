@@ -149,3 +149,18 @@ def test_concurrent_processes_never_tear_entries(tmp_path):
     assert len(files) == 2 * len(keys)
     assert all(p.suffix in (".json", ".npy") and not p.name.startswith(".") for p in files)
     assert all(os.stat(p).st_size > 0 for p in files)
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero", "folder"])
+def test_hash_file_refuses_special_files_at_once(tmp_path, special):
+    """A FIFO with no writer or /dev/zero would never end a read: refused before any reading."""
+    if special == "fifo":
+        path = tmp_path / "clip.wav"
+        os.mkfifo(path)
+    elif special == "folder":
+        path = tmp_path
+    else:
+        path = special
+    with pytest.raises(OSError) as raised:
+        hash_file(path)
+    assert raised.value.strerror in ("not a regular file", "Is a directory")

@@ -173,3 +173,33 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(manifests, tmp_path, monkey
     assert main(["score", "reward", str(manifests["reward"]), "--out", str(out)]) == 130
     assert "interrupted (finished windows are kept: rerun with --resume to continue)" in capsys.readouterr().err
     assert not out.exists() and not (tmp_path / "out.parquet.lock").exists()
+
+
+@pytest.mark.parametrize("protocol", ["consistency", "judge"])
+def test_a_fifo_or_device_as_audio_is_a_row_error_not_a_hang(protocol, tiny_corpus, tmp_path):
+    """The content-hash caches hash audio files before decoding them: a FIFO or /dev/zero must be
+    refused, not read forever (a subprocess with a deadline, so a regression fails, not hangs)."""
+    import os
+
+    _, id_column, options = PROTOCOLS[protocol]
+    fifo = tmp_path / "clip.wav"
+    os.mkfifo(fifo)
+    good = _absolute_manifest(tiny_corpus, protocol, tmp_path)[0]
+    rows = [good]
+    for name, path in (("fifo", str(fifo)), ("zero", "/dev/zero")):
+        row = json.loads(json.dumps(good))
+        row[id_column] = name
+        if protocol == "consistency":
+            row["turn_paths"][0] = path
+        else:
+            row["audio1_path"] = path
+        rows.append(row)
+    manifest = _write_jsonl(tmp_path / "m.jsonl", rows)
+    out = tmp_path / "out.parquet"
+    done = subprocess.run([sys.executable, "-m", "sdscore.cli", "score", protocol, str(manifest), "--out", str(out),
+                           "--cache-dir", str(tmp_path / "cache"), *options], capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 1, done.stderr
+    errors = dict(zip(*pl.read_parquet(out).select(id_column, "error").to_dict(as_series=False).values()))
+    assert errors[good[id_column]] is None
+    assert "not a regular file" in errors["fifo"] and "not a regular file" in errors["zero"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from rich.markup import escape
@@ -95,7 +94,3 @@ def main(argv: list[str] | None = None) -> int:
         resume = " (finished windows are kept: rerun with --resume to continue)" if args.command == "score" else ""
         console.print(f"[red]interrupted[/red]{resume}")
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

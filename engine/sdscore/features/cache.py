@@ -14,10 +14,12 @@ next put overwrites it. An optional in-memory layer serves repeated reads withou
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,9 +34,16 @@ _KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def hash_file(path: str | os.PathLike) -> str:
-    """Blake2b-128 hex digest of a file's bytes, read in 1 MiB chunks (OSError if unreadable)."""
+    """Blake2b-128 hex digest of a file's bytes, read in 1 MiB chunks (OSError if unreadable).
+
+    Only a regular file is read: a FIFO or a device (/dev/zero) would never end, so it is an
+    OSError ("not a regular file"); the file is opened non-blocking, so even a FIFO with no writer
+    is refused at once."""
     digest = hashlib.blake2b(digest_size=_DIGEST_SIZE)
-    with open(path, "rb") as handle:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with open(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()

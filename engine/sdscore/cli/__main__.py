@@ -1,0 +1,7 @@
+"""`python -m sdscore.cli ...` = `sdscore ...`."""
+
+import sys
+
+from sdscore.cli import main
+
+sys.exit(main())
