@@ -226,3 +226,16 @@ def test_train_reward_cli_writes_a_loadable_compact_model(manifest, tmp_path):
     scored = tmp_path / "res.parquet"
     assert main(["score", "reward", str(manifest), "--model", str(out), "--out", str(scored)]) == 0
     assert pl.read_parquet(scored)["error"].null_count() == N_PAIRS
+
+
+@pytest.mark.parametrize("device, message", [
+    ("tpu", "unknown device 'tpu'; expected auto, cpu, cuda or cuda:N"),
+    ("cuda", "device 'cuda': no CUDA device is visible here"),
+])
+def test_a_device_that_is_not_there_is_a_usage_error(manifest, tmp_path, capsys, device, message):
+    if device == "cuda" and torch.cuda.is_available():
+        pytest.skip("a CUDA device is visible")
+    out = tmp_path / "o.parquet"
+    assert main(["score", "reward", str(manifest), "--out", str(out), "--device", device]) == 2
+    assert message in " ".join(capsys.readouterr().err.split())
+    assert not out.exists() and not (tmp_path / "o.parquet.parts").exists()

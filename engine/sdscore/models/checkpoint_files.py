@@ -52,12 +52,23 @@ def check_state_fits(
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
-    """None → CPU; "auto" → CUDA when visible, else CPU; anything else as torch.device."""
+    """None → CPU; "auto" → CUDA when visible, else CPU; anything else as torch.device, checked:
+    ModelError for a name torch does not know or a CUDA device that is not there."""
     if device is None:
         return torch.device("cpu")
     if str(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ModelError(f"unknown device {str(device)!r}; expected auto, cpu, cuda or cuda:N") from None
+    if resolved.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ModelError(f"device {str(device)!r}: no CUDA device is visible here (use --device cpu or auto)")
+        if resolved.index is not None and resolved.index >= count:
+            raise ModelError(f"device {str(device)!r}: only {count} CUDA device(s) are visible")
+    return resolved
 
 
 def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:

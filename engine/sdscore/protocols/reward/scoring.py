@@ -127,9 +127,11 @@ class RewardPairsScorer:
 
 def scoring_job(**settings: Any) -> ScoringJob:
     """The ScoringJob of `sdscore score reward` (settings: RewardPairsScorer's)."""
+    from sdscore.models.checkpoint_files import resolve_device
     from sdscore.models.pretrained import default_model_dir
 
     settings = {k: v for k, v in settings.items() if v is not None}
+    resolve_device(settings.get("device", "auto"))  # a device that is not there stops the run before any work
     settings["model"] = os.path.abspath(settings.get("model") or default_model_dir())
     for name in ("base", "system_prompt"):
         if name in settings:
