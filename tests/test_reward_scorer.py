@@ -156,10 +156,14 @@ def test_bad_waveform_named(episodes):
     scorer = RewardScorer(ToyModel(), device="cpu")
     stereo = Episode((Turn("assistant", "a", np.zeros((2, 100), np.float32)),), None, "stereo")
     nan = Episode((Turn("assistant", "a", np.full(100, np.nan, np.float32)),), None, "nan")
-    _, _, errors = scorer.score_detailed([stereo, episodes[0], nan])
+    pcm = Episode((Turn("assistant", "a", np.full(100, 1000, np.int16)),), None, "pcm")
+    pcm_tensor = Episode((Turn("assistant", "a", torch.full((100,), 1000, dtype=torch.int16)),), None, "pcm-t")
+    _, _, errors = scorer.score_detailed([stereo, episodes[0], nan, pcm, pcm_tensor])
     assert "stereo: " in errors[0] and "1-D mono" in errors[0]
     assert errors[1] is None
     assert "nan: " in errors[2] and "NaN" in errors[2]
+    assert "pcm turn 0: waveform is int16; pass float samples in [-1, 1]" in errors[3]
+    assert "pcm-t turn 0: waveform is torch.int16; pass float samples" in errors[4]
     with pytest.raises(ValueError, match="on_error"):
         scorer.score(episodes[:1], on_error="ignore")
     with pytest.raises(TypeError, match="episode 0: expected sdscore.models.Episode"):

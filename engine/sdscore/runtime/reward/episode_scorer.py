@@ -57,8 +57,15 @@ class _PreparedWindow:
 def _waveform(audio: Any, episode: Episode, turn: int) -> np.ndarray:
     """An in-memory waveform as 1-D float32 numpy (a torch tensor is copied to the CPU)."""
     if isinstance(audio, torch.Tensor):
+        if not audio.is_floating_point():
+            raise ValueError(f"{episode.id or 'episode'} turn {turn}: waveform is {audio.dtype}; pass float samples "
+                             f"in [-1, 1] (integer PCM would be scored unscaled)")
         audio = audio.detach().to("cpu", torch.float32).numpy()
-    wave = np.asarray(audio, dtype=np.float32)
+    audio = np.asarray(audio)
+    if not np.issubdtype(audio.dtype, np.floating):
+        raise ValueError(f"{episode.id or 'episode'} turn {turn}: waveform is {audio.dtype}; pass float samples "
+                         f"in [-1, 1] (integer PCM would be scored unscaled)")
+    wave = audio.astype(np.float32, copy=False)
     if wave.ndim != 1:
         raise ValueError(f"{episode.id or 'episode'} turn {turn}: waveform must be 1-D mono, got shape {wave.shape}")
     if not np.isfinite(wave).all():
