@@ -23,6 +23,7 @@ import torch
 from sdscore import kernels
 from sdscore.atomic_write import write_json
 from sdscore.corpus import CONSISTENCY_INSTANCES
+from sdscore.corpus.results_file import read_results
 from sdscore.features.speaker import SpeakerEmbedder
 from sdscore.metrics.consistency import (
     consistency_summary,
@@ -263,9 +264,11 @@ def run_eval(
     results_path: str | os.PathLike, out_json: str | os.PathLike, plot_path: str | os.PathLike | None = None
 ) -> dict:
     """Metrics of a results Parquet as JSON (with the threshold sweep), and the sweep plot when asked."""
-    results = pl.read_parquet(results_path)
+    results = read_results(results_path, RESULTS, required=("task",))
     metrics = evaluate_consistency(results)
-    sweepable = results.filter((pl.col("task") == "detection") & pl.col("error").is_null()).height > 0
+    sweepable = results.filter(
+        (pl.col("task") == "detection") & pl.col("error").is_null() & pl.col("turn_scores").is_not_null()
+    ).height > 0
     sweep = sweep_thresholds(results) if sweepable else None
     metrics["threshold_sweep"] = None if sweep is None else sweep.to_dicts()
     if plot_path is not None:

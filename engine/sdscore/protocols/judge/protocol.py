@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from sdscore.atomic_write import write_json
+from sdscore.corpus.results_file import read_results
 from sdscore.errors import JudgeError
 from sdscore.metrics.agreement import (
     cohen_kappa,
@@ -355,7 +356,8 @@ def run_eval(
     for path in paths:
         if not path.is_file():
             raise ValueError(f"{path}: no such results file")
-    results = {name: pl.read_parquet(path) for name, path in zip(names, paths)}
+    columns = {**RESULT_SCHEMA, **dict.fromkeys(LABEL_COLUMNS, pl.String)}
+    results = {name: read_results(path, columns, required=("item_id", "overall_pred")) for name, path in zip(names, paths)}
     fusion = {name: results_settings(path).get("fusion", "speakbench") for name, path in zip(names, paths)}
     metrics = evaluate_judges(results, seed=seed, n_boot=n_boot, fusion=fusion)
     if plots_dir is not None:

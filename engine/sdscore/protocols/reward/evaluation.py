@@ -8,8 +8,13 @@ import numpy as np
 import polars as pl
 
 from sdscore.atomic_write import write_json
+from sdscore.corpus.results_file import read_results
 from sdscore.metrics._inputs import error_mask
 from sdscore.metrics.preference import correct_column, margin_buckets, reward_summary
+
+#: The results columns evaluation reads, typed (criterion and subset are checked by reward_summary).
+RESULT_COLUMNS = {"chosen_reward": pl.Float64, "rejected_reward": pl.Float64, "margin": pl.Float64,
+                  "correct": pl.Boolean, "error": pl.String}
 
 #: |chosen − rejected| bucket edges for the confidence analysis (rewards are centred near 0).
 MARGIN_EDGES = (0.0, 0.25, 0.5, 1.0, 2.0, float("inf"))
@@ -32,7 +37,8 @@ def run_eval(
     results_path: str | os.PathLike, out_json: str | os.PathLike, plot_path: str | os.PathLike | None = None
 ) -> dict:
     """`sdscore eval reward`: metrics of a results Parquet as JSON (atomic), and the violin/box PNG when asked."""
-    results = pl.read_parquet(results_path)
+    results = read_results(results_path, RESULT_COLUMNS, required=("chosen_reward", "rejected_reward"),
+                           add_absent=False)
     metrics = evaluate_reward(results)
     write_json(out_json, metrics)
     if plot_path is not None:
