@@ -124,6 +124,28 @@ def test_jsonl_bad_value_deep_in_the_file_is_a_row_problem(tmp_path):
         read_manifest(path)
 
 
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_a_value_without_its_columns_shape_is_that_rows_problem(tmp_path, suffix):
+    """Text where turns belong, an object where a scalar belongs: that row's error, the others kept."""
+    rows = reward_rows(5)
+    rows[1]["chosen"] = "[{not json"
+    rows[3]["category"] = {"nested": 1}
+    rows[3]["rejected"][0] = "a string turn"
+    path = tmp_path / f"pairs{suffix}"
+    if suffix == ".jsonl":
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    else:
+        path.write_text(json.dumps(rows))
+    frame = read_manifest(path, errors="collect")
+    errors = frame["error"].to_list()
+    assert [i for i, e in enumerate(errors) if e] == [1, 3]
+    assert "column 'chosen': is str, expected a list" in errors[1]
+    assert "column 'category': is dict, expected a value" in errors[3]
+    assert "column 'rejected': element 0 is str, expected an object" in errors[3]
+    with pytest.raises(ManifestError, match=r"row 2, column 'chosen': is str, expected a list"):
+        read_manifest(path)
+
+
 def test_jsonl_broken_line_is_named(tmp_path):
     rows = reward_rows(3)
     path = tmp_path / "pairs.jsonl"

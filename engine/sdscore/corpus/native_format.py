@@ -166,8 +166,10 @@ def read_json(path: str, source: str, base_dir: str) -> RawTable:
         return RawTable(pl.LazyFrame(), source, base_dir)
     names = {name for row in rows for name in row}
     overrides = {name: LENIENT_DTYPES[name] for name in names if name in LENIENT_DTYPES}
-    del rows
-    frame = pl.read_json(path, schema_overrides=overrides, infer_schema_length=None)
+    try:
+        frame = pl.read_json(path, schema_overrides=overrides, infer_schema_length=None)
+    except pl.exceptions.PolarsError:  # a value without its column's shape: that row's error, not the file's
+        frame = _checked_rows_frame(rows)
     return RawTable(frame.lazy(), source, base_dir, data_row_labels)
 
 
