@@ -64,8 +64,8 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def run_provenance(record: dict[str, Any], executor: dict[str, Any], started: str, rows: int, failed: int) -> dict:
-    """The metadata stored in the merged output."""
+def run_provenance(record: dict[str, Any], executor: dict[str, Any], started: str) -> dict:
+    """The metadata stored in the merged output (ShardedOutput.finish adds rows and failed_rows)."""
     from sdscore import __version__
 
     return {
@@ -75,8 +75,6 @@ def run_provenance(record: dict[str, Any], executor: dict[str, Any], started: st
         "host": socket.gethostname(),
         "started": started,
         "finished": now(),
-        "rows": rows,
-        "failed_rows": failed,
     }
 
 

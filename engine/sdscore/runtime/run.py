@@ -1,10 +1,11 @@
 """score_manifest: run a ScoringJob over a manifest file into one results Parquet file.
 
 The one loop every protocol's `sdscore score` goes through: check the output path before any
-work, lock the output against a second run (runtime/output_lock.py), open the manifest in windows (runtime/manifest_windows.py), open or resume the sharded
-output (runtime/sharded_output.py) under the run record (runtime/provenance.py), score the
-pending windows on an executor (runtime/executors/), write each window's results as a shard,
-report progress, and merge the shards with the run's provenance. Nothing here knows a protocol.
+work, lock the output against a second run (runtime/output_lock.py), open the manifest in
+windows (runtime/manifest_windows.py), open or resume the sharded output
+(runtime/sharded_output.py) under the run record (runtime/provenance.py), score the pending
+windows on an executor (runtime/executors/), write each window's results as a shard, report
+progress, and merge the shards with the run's provenance. Nothing here knows a protocol.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,13 +110,7 @@ def score_manifest(
     else:
         runner = executor
     out.parent.mkdir(parents=True, exist_ok=True)
-    with OutputLock(out):
-        return _locked_run(job, manifest, out, runner, workers, resume, window_rows, progress, began, started)
-
-
-def _locked_run(job, manifest, out, runner, workers, resume, window_rows, progress, began, started) -> RunSummary:
-    staging = tempfile.mkdtemp(prefix=f".{out.name[:40]}.stage-", dir=out.parent)
-    try:
+    with OutputLock(out), _staging_folder(out) as staging:
         windows = ManifestWindows(manifest, job.protocol, staging)
         rows_per_window = _window_rows(window_rows, out, resume, windows.n_rows, workers)
         record = {
@@ -125,8 +122,7 @@ def _locked_run(job, manifest, out, runner, workers, resume, window_rows, progre
             "manifest": manifest_fingerprint(manifest, windows.keys_digest, windows.n_rows),
         }
         output = ShardedOutput(out, windows.n_rows, rows_per_window, record, resume)
-        pending = output.pending()
-        todo = [(k, *output.rows_of(k)) for k in pending]
+        todo = [(k, *output.rows_of(k)) for k in output.pending()]
         done = windows.n_rows - sum(stop - start for _, start, stop in todo)
         stage = f"{windows.protocol}: score rows"
         if progress:
@@ -136,11 +132,18 @@ def _locked_run(job, manifest, out, runner, workers, resume, window_rows, progre
             done += results.height
             if progress:
                 progress(stage, done, windows.n_rows)
-        provenance = run_provenance(record, runner.describe(), started, 0, 0)
-        rows, failed = output.finish(provenance)
+        rows, failed = output.finish(run_provenance(record, runner.describe(), started))
+    return RunSummary(out, rows, failed, len(todo), output.n_shards - len(todo), time.perf_counter() - began)
+
+
+@contextmanager
+def _staging_folder(out: Path) -> Iterator[str]:
+    """A temporary folder beside the output (for a staged copy of a non-Parquet manifest)."""
+    staging = tempfile.mkdtemp(prefix=f".{out.name[:40]}.stage-", dir=out.parent)
+    try:
+        yield staging
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return RunSummary(out, rows, failed, len(pending), output.n_shards - len(pending), time.perf_counter() - began)
 
 
 __all__ = ["DEFAULT_WINDOW_ROWS", "RunSummary", "check_output_path", "parts_folder", "score_manifest"]

@@ -22,7 +22,9 @@ EXECUTORS = ("local", "processes", "ray")
 
 
 class Executor(Protocol):
-    def run(self, job: ScoringJob, manifest: ManifestWindows, windows: list[Window]) -> Iterator[tuple[int, pl.DataFrame]]:
+    def run(
+        self, job: ScoringJob, manifest: ManifestWindows, windows: list[Window]
+    ) -> Iterator[tuple[int, pl.DataFrame]]:
         """(shard index, results) for each window, each exactly once, in any order."""
         ...
 
