@@ -62,8 +62,7 @@ class ManifestWindows:
 
     def window(self, start: int, stop: int) -> pl.DataFrame:
         """Rows [start, stop) typed and validated (bad rows carry `error`), audio paths resolved."""
-        raw = pl.scan_parquet(self.scan_path).slice(start, stop - start).collect()
-        return read_window(raw, self.protocol, self.source, self.base_dir, start, self.first_rows[start:stop])
+        return self.reader().window(start, stop, self.first_rows[start:stop])
 
     def reader(self) -> WindowReader:
         """A small picklable reader of this manifest's windows (for worker processes and Ray tasks)."""
@@ -71,22 +70,17 @@ class ManifestWindows:
 
 
 class WindowReader:
-    """Reads windows of the (staged) manifest given the window's slice of `first_rows`."""
+    """Reads windows of the (staged) manifest, given each window's slice of `first_rows`."""
 
     def __init__(self, scan_path: str, protocol: str, source: str, base_dir: str):
         self.scan_path, self.protocol, self.source, self.base_dir = scan_path, protocol, source, base_dir
 
     def window(self, start: int, stop: int, first_rows: pl.Series) -> pl.DataFrame:
+        """Rows [start, stop) typed and validated in collect mode, numbered as in the file, paths resolved."""
         raw = pl.scan_parquet(self.scan_path).slice(start, stop - start).collect()
-        return read_window(raw, self.protocol, self.source, self.base_dir, start, first_rows)
-
-
-def read_window(
-    raw: pl.DataFrame, protocol: str, source: str, base_dir: str, start: int, first_rows: pl.Series
-) -> pl.DataFrame:
-    """Type and validate one window of raw rows (collect mode) and resolve its audio paths."""
-    frame = validate_manifest(raw, protocol, source, errors="collect", row_offset=start, first_rows=first_rows)
-    return resolve_audio_paths(frame, protocol, base_dir)
+        frame = validate_manifest(raw, self.protocol, self.source, errors="collect", row_offset=start,
+                                  first_rows=first_rows)
+        return resolve_audio_paths(frame, self.protocol, self.base_dir)
 
 
 def _frame_digest(frame: pl.DataFrame, chunk: int = 65536) -> str:
