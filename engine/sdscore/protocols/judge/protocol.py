@@ -119,7 +119,7 @@ def blueprint_paths(frame: pl.DataFrame, judge: Judge) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def _check_fusion(fusion: str) -> None:
+def check_fusion(fusion: str) -> None:
     if fusion not in FUSION_RULES:
         raise ValueError(f"unknown fusion rule {fusion!r}; expected one of {list(FUSION_RULES)}")
 
@@ -133,7 +133,7 @@ def score_judge(
 ) -> pl.DataFrame:
     """One row per input row: C/VQ/P labels, fused overall, reasoning, cost, error and the manifest's
     label columns; blueprints (audio path → blueprint) are built with build_blueprints when not given."""
-    _check_fusion(fusion)
+    check_fusion(fusion)
     if blueprints is None and (judge.needs_blueprints or judge.needs_instruction_blueprint):
         from sdscore.features.blueprint import build_blueprints
 
@@ -260,7 +260,7 @@ def evaluate_judges(
     labels = _labels(frames)
     rules = {name: fusion if isinstance(fusion, str) else fusion.get(name, "speakbench") for name in frames}
     for rule in rules.values():
-        _check_fusion(rule)
+        check_fusion(rule)
     has_overall = np.array([t is not None for t in labels["overall"]])
     if not has_overall.any():
         raise ValueError("no item has a human overall label")

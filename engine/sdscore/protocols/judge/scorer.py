@@ -14,7 +14,7 @@ from sdscore.protocols.judge.client import Price
 from sdscore.protocols.judge.llm_judge import LLMJudge
 from sdscore.protocols.judge.protocol import (
     BASE_URL_ENV,
-    _check_fusion,
+    check_fusion,
     blueprint_paths,
     make_judge,
     score_judge,
@@ -32,7 +32,7 @@ class JudgeScorer:
                  concurrency: int = 8, prices: Mapping[str, Price] | None = None):
         from sdscore.features.blueprint import BlueprintBuilder
 
-        _check_fusion(fusion)
+        check_fusion(fusion)
         self.fusion = fusion
         self.judge = make_judge(
             judge, base_url=base_url, model=model, mode=mode, prompt_file=prompt_file, cache_dir=cache_dir,
@@ -54,7 +54,7 @@ def scoring_job(**settings: Any) -> ScoringJob:
     """The ScoringJob of `sdscore score judge` (settings: JudgeScorer's), checked up front: an LLM judge
     needs its endpoint and model, so a usage error stops the run before any scoring."""
     settings = {k: v for k, v in settings.items() if v is not None}
-    _check_fusion(settings.get("fusion", "speakbench"))
+    check_fusion(settings.get("fusion", "speakbench"))
     if settings.get("judge", "rule") == "openai":  # the endpoint is part of what produced the scores
         if "base_url" not in settings:
             settings["base_url"] = next((os.environ[v] for v in BASE_URL_ENV if os.environ.get(v)), None)
