@@ -71,6 +71,9 @@ def test_eval_reads_results_other_tools_wrote(tmp_path, capsys):
     assert main(["eval", "judge", str(tmp_path / "j.parquet"), "--out", str(tmp_path / "j.json")]) == 0
     metrics = json.loads((tmp_path / "j.json").read_text())["judges"]["j"]
     assert metrics["accuracy"]["overall"] == 0.5 and metrics["cost"]["total_usd"] is None
+    judge.write_csv(tmp_path / "k.csv")  # no Parquet metadata to read the fusion rule from: the default
+    assert main(["eval", "judge", str(tmp_path / "k.csv"), "--out", str(tmp_path / "k.json")]) == 0
+    assert json.loads((tmp_path / "k.json").read_text())["judges"]["k"]["fusion"] == "speakbench"
     pl.DataFrame({"task": ["detection"]}).write_parquet(tmp_path / "c.parquet")
     assert main(["eval", "consistency", str(tmp_path / "c.parquet"), "--out", str(tmp_path / "c.json")]) in (0, 2)
     assert "Traceback" not in capsys.readouterr().err

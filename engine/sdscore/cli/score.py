@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from sdscore.cli.console import console, stage_progress
-from sdscore.protocols.registry import PROTOCOLS, protocol
+from sdscore.protocols.registry import PROTOCOLS, protocol, score
 
 
 def _positive(value: str) -> int:
@@ -38,22 +38,16 @@ def _add_runtime_options(parser: argparse.ArgumentParser) -> None:
 
 def _cmd_score(args: argparse.Namespace) -> int:
     entry = protocol(args.protocol)
-    settings = entry.options().score_settings(args)
-    options = {}
+    executor, address, options = None, None, {}  # None: processes when --workers > 1, else in this process
     if args.ray is not None:
         executor, address = "ray", None if args.ray == "local" else args.ray
         options = {"num_cpus_per_actor": args.ray_cpus, "num_gpus_per_actor": args.ray_gpus}
     elif args.ray_cpus is not None or args.ray_gpus:
         raise ValueError("--ray-cpus / --ray-gpus need --ray")
-    else:
-        executor, address = None, None  # processes when --workers > 1, else in this process
-    job = entry.scoring_job(**settings)
-    from sdscore.runtime.run import score_manifest
-
     with stage_progress() as progress:
-        summary = score_manifest(job, args.manifest, args.out, executor=executor, workers=args.workers,
-                                 ray_address=address, resume=args.resume, window_rows=args.window_rows,
-                                 executor_options=options, progress=progress)
+        summary = score(entry.name, args.manifest, args.out, executor=executor, workers=args.workers,
+                        ray_address=address, resume=args.resume, window_rows=args.window_rows,
+                        executor_options=options, progress=progress, **entry.options().score_settings(args))
     resumed = f" ({summary.resumed_shards} shards kept from the interrupted run)" if summary.resumed_shards else ""
     console.print(f"{summary.rows} rows scored in {summary.seconds:.1f} s, {summary.failed} with errors{resumed} "
                   f"→ [bold]{summary.out}[/bold]")

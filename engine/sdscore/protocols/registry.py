@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sdscore.corpus.schemas import MANIFESTS, ManifestSpec
 from sdscore.progress import Progress
 from sdscore.runtime.run import RunSummary, score_manifest
 
@@ -31,10 +30,6 @@ class ProtocolEntry:
     scores: bool
     plot_help: str = ""
     many_results: bool = False  # eval takes several results files (one per judge)
-
-    @property
-    def manifest(self) -> ManifestSpec:
-        return MANIFESTS[self.name]
 
     def _attr(self, module: str, name: str) -> Callable[..., Any]:
         return getattr(importlib.import_module(f"{self.package}{module}"), name)
@@ -85,10 +80,12 @@ def score(
     ray_address: str | None = None,
     resume: bool = False,
     window_rows: int | None = None,
+    executor_options: dict | None = None,
     progress: Progress | None = None,
     **settings: Any,
 ) -> RunSummary:
     """Score a manifest with protocol `name` (settings: its Scorer's) on the runtime; see score_manifest."""
     job = protocol(name).scoring_job(**settings)
     return score_manifest(job, manifest, out, executor=executor, workers=workers, ray_address=ray_address,
-                          resume=resume, window_rows=window_rows, progress=progress)
+                          resume=resume, window_rows=window_rows, executor_options=executor_options,
+                          progress=progress)

@@ -79,10 +79,14 @@ def run_provenance(record: dict[str, Any], executor: dict[str, Any], started: st
 
 
 def read_provenance(path: str | os.PathLike) -> dict[str, Any]:
-    """The provenance stored in a results Parquet file ({} for files written otherwise)."""
+    """The provenance stored in a results Parquet file ({} for other files and formats)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    raw = (pq.read_metadata(path).metadata or {}).get(METADATA_KEY.encode())
+    try:
+        raw = (pq.read_metadata(path).metadata or {}).get(METADATA_KEY.encode())
+    except (pa.ArrowException, OSError):  # CSV/JSONL results, or another tool's file
+        return {}
     try:
         value = json.loads(raw) if raw else {}
     except ValueError:

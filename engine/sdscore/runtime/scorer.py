@@ -10,7 +10,6 @@ releases what ``__init__`` opened. The runtime checks each batch's results with 
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,11 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import polars as pl
 
+from sdscore.corpus.validate import ERROR_COLUMN
 from sdscore.errors import SdscoreError
-
-#: The column a Scorer sets on a row it could not score (null on good rows).
-ERROR_COLUMN = "error"
-
 
 @runtime_checkable
 class Scorer(Protocol):
@@ -78,14 +74,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     return str(value)
-
-
-def load_class(reference: str) -> type:
-    """The class named by "package.module:Class"."""
-    module, _, name = reference.partition(":")
-    if not module or not name:
-        raise ValueError(f"expected 'package.module:Class', got {reference!r}")
-    return getattr(importlib.import_module(module), name)
 
 
 def check_results(rows: pl.DataFrame, results: Any, scorer: str, first_row: int) -> pl.DataFrame:

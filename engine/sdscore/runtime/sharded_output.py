@@ -67,7 +67,6 @@ class ShardedOutput:
         self._open(resume)
 
     def _open(self, resume: bool) -> None:
-        self._created = True
         run_file = self.parts / RUN_FILE
         if self.parts.exists() and not resume:
             raise SdscoreError(
@@ -87,7 +86,6 @@ class ShardedOutput:
                     f"to finish it, or delete the folder to start over"
                 )
             return
-        self._created = False  # made with the first shard: a run that fails before leaves nothing
 
     @property
     def n_shards(self) -> int:
@@ -109,10 +107,9 @@ class ShardedOutput:
         start, stop = self.rows_of(k)
         if frame.height != stop - start:
             raise SdscoreError(f"shard {k}: {frame.height} result rows for input rows {start + 1}..{stop}")
-        if not self._created:
+        if not self.parts.exists():  # made with the first shard: a run that fails before any leaves nothing
             self.parts.mkdir(parents=True)
             write_json(self.parts / RUN_FILE, self.record)
-            self._created = True
         write_manifest(frame, self.shard_path(k))
 
     def finish(self, provenance: dict) -> tuple[int, int]:
