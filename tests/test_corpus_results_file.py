@@ -77,3 +77,25 @@ def test_eval_reads_results_other_tools_wrote(tmp_path, capsys):
     pl.DataFrame({"task": ["detection"]}).write_parquet(tmp_path / "c.parquet")
     assert main(["eval", "consistency", str(tmp_path / "c.parquet"), "--out", str(tmp_path / "c.json")]) in (0, 2)
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_eval_reward_without_subset_or_criterion_reports_overall_accuracy(tmp_path):
+    """criterion and subset are optional in results other tools wrote: no per-subset table, no macros."""
+    from sdscore.cli import main
+
+    bare = pl.DataFrame({"chosen_reward": [1.0, 0.2, 0.9, 0.3], "rejected_reward": [0.0, 0.5, 0.1, 0.1]})
+    bare.write_csv(tmp_path / "bare.csv")
+    out = tmp_path / "m.json"
+    assert main(["eval", "reward", str(tmp_path / "bare.csv"), "--out", str(out),
+                 "--plot", str(tmp_path / "p.png")]) == 0
+    metrics = json.loads(out.read_text())
+    assert metrics["overall_micro"] == pytest.approx(0.75) and metrics["n"] == 4
+    assert metrics["subsets"] == {} and metrics["overall_macro"] is None and metrics["modality_micro"] is None
+    assert (tmp_path / "p.png").stat().st_size > 0
+    with_criterion = bare.with_columns(pl.Series("criterion", ["modality", "modality", "colloquialness",
+                                                               "colloquialness"]))
+    with_criterion.write_parquet(tmp_path / "c.parquet")
+    assert main(["eval", "reward", str(tmp_path / "c.parquet"), "--out", str(out)]) == 0
+    metrics = json.loads(out.read_text())
+    assert metrics["modality_micro"] == pytest.approx(0.5) and metrics["colloquial"] == pytest.approx(1.0)
+    assert metrics["subsets"] == {} and metrics["overall_macro"] is None  # macro needs subsets

@@ -230,9 +230,12 @@ def test_reward_summary_null_subset():
         reward_summary(frame)
 
 
-def test_reward_summary_missing_columns():
-    with pytest.raises(ValueError, match=r"results frame lacks column\(s\) \['criterion', 'subset'\]"):
-        reward_summary(pl.DataFrame({"correct": [True]}))
+def test_reward_summary_criterion_and_subset_are_optional():
+    summary = reward_summary(pl.DataFrame({"correct": [True, False, True]}))
+    assert summary["overall_micro"] == pytest.approx(2 / 3) and summary["subsets"] == {}
+    assert summary["modality_micro"] is None and summary["overall_macro"] is None
+    with pytest.raises(ValueError, match="needs chosen_reward and rejected_reward, or correct"):
+        reward_summary(pl.DataFrame({"subset": ["a"]}))
 
 
 def test_margin_buckets_errors():

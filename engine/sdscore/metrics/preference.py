@@ -116,16 +116,26 @@ def reward_summary(results: pl.DataFrame) -> dict:
     subsets that have scored pairs); ``colloquial`` (all colloquialness pairs); ``overall_micro``
     (all pairs); ``overall_macro`` = mean(modality_macro, colloquial); ``n``; ``n_errors``.
     A value with no pairs behind it is None (JSON null), never NaN.
+
+    ``criterion`` and ``subset`` are optional (results written by other tools): without
+    ``subset`` there is no per-subset table; without ``criterion`` (null there is refused) the
+    per-criterion values and both macros are None and subsets carry criterion None.
     """
-    check_columns(results, ["criterion", "subset"], "results")
-    bad = results.filter(~pl.col("criterion").is_in(list(CRITERIA)) | pl.col("criterion").is_null())
-    if bad.height:
-        raise ValueError(f"criterion has unknown value {bad['criterion'][0]!r}; expected one of {list(CRITERIA)}")
-    if results["subset"].null_count():
+    has_subset, has_criterion = "subset" in results.columns, "criterion" in results.columns
+    if has_criterion:
+        bad = results.filter(~pl.col("criterion").is_in(list(CRITERIA)) | pl.col("criterion").is_null())
+        if bad.height:
+            raise ValueError(f"criterion has unknown value {bad['criterion'][0]!r}; expected one of {list(CRITERIA)}")
+    else:
+        results = results.with_columns(pl.lit(None, dtype=pl.String).alias("criterion"))
+    if has_subset and results["subset"].null_count():
         raise ValueError("subset has null values; every pair needs a subset name")
-    shared = results.group_by("subset").agg(pl.col("criterion").n_unique().alias("k")).filter(pl.col("k") > 1)
-    if shared.height:
-        raise ValueError(f"subset {shared['subset'][0]!r} appears under both criteria; subsets must be per criterion")
+    if has_subset and has_criterion:
+        shared = results.group_by("subset").agg(pl.col("criterion").n_unique().alias("k")).filter(pl.col("k") > 1)
+        if shared.height:
+            raise ValueError(f"subset {shared['subset'][0]!r} appears under both criteria; subsets must be per criterion")
+    if not has_subset:
+        results = results.with_columns(pl.lit(None, dtype=pl.String).alias("subset"))
 
     failed = error_mask(results)
     frame = results.filter(pl.Series(~failed))
@@ -135,7 +145,8 @@ def reward_summary(results: pl.DataFrame) -> dict:
     all_subsets = results["subset"].to_numpy()
 
     subsets: dict[str, dict] = {}
-    for name, crit in results.select("subset", "criterion").unique(maintain_order=True).iter_rows():
+    named = results.select("subset", "criterion").unique(maintain_order=True).iter_rows() if has_subset else ()
+    for name, crit in named:
         mask = subset == name
         subsets[name] = {
             "criterion": crit,

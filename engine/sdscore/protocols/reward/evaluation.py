@@ -12,7 +12,7 @@ from sdscore.corpus.results_file import read_results
 from sdscore.metrics._inputs import error_mask
 from sdscore.metrics.preference import correct_column, margin_buckets, reward_summary
 
-#: The results columns evaluation reads, typed (criterion and subset are checked by reward_summary).
+#: The results columns evaluation reads, typed (criterion and subset, both optional, are checked by reward_summary).
 RESULT_COLUMNS = {"chosen_reward": pl.Float64, "rejected_reward": pl.Float64, "margin": pl.Float64,
                   "correct": pl.Boolean, "error": pl.String}
 
@@ -44,6 +44,8 @@ def run_eval(
     if plot_path is not None:
         from sdscore.report.reward_plots import plot_reward_distributions
 
+        if "subset" not in results.columns:  # results from elsewhere: one group for every pair
+            results = results.with_columns(pl.lit("all pairs").alias("subset"))
         plot_reward_distributions(results, plot_path, title=f"rewards per subset: {os.path.basename(results_path)}")
     return metrics
 
