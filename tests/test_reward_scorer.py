@@ -148,7 +148,7 @@ def test_bad_episode_is_isolated(episodes, tmp_path):
     got = scorer.score(mixed, on_error="nan")
     assert math.isnan(got[5])
     torch.testing.assert_close(torch.cat([got[:5], got[6:]]), scorer.score(episodes[:9]), atol=1e-6, rtol=0)
-    _, _, errors = scorer.score_detailed(mixed)
+    _, _, errors, _ = scorer.score_detailed(mixed)
     assert [i for i, e in enumerate(errors) if e] == [5]
 
 
@@ -158,7 +158,7 @@ def test_bad_waveform_named(episodes):
     nan = Episode((Turn("assistant", "a", np.full(100, np.nan, np.float32)),), None, "nan")
     pcm = Episode((Turn("assistant", "a", np.full(100, 1000, np.int16)),), None, "pcm")
     pcm_tensor = Episode((Turn("assistant", "a", torch.full((100,), 1000, dtype=torch.int16)),), None, "pcm-t")
-    _, _, errors = scorer.score_detailed([stereo, episodes[0], nan, pcm, pcm_tensor])
+    _, _, errors, _ = scorer.score_detailed([stereo, episodes[0], nan, pcm, pcm_tensor])
     assert "stereo: " in errors[0] and "1-D mono" in errors[0]
     assert errors[1] is None
     assert "nan: " in errors[2] and "NaN" in errors[2]

@@ -203,3 +203,62 @@ def test_a_fifo_or_device_as_audio_is_a_row_error_not_a_hang(protocol, tiny_corp
     errors = dict(zip(*pl.read_parquet(out).select(id_column, "error").to_dict(as_series=False).values()))
     assert errors[good[id_column]] is None
     assert "not a regular file" in errors["fifo"] and "not a regular file" in errors["zero"]
+
+
+def _long_clip(path, seconds, rate=16000):
+    """A WAV of `seconds` of low noise (written in blocks: a long file costs little memory)."""
+    import numpy as np
+    import soundfile as sf
+
+    rng = np.random.default_rng(0)
+    with sf.SoundFile(path, "w", rate, 1, subtype="PCM_16") as out:
+        for start in range(0, int(seconds * rate), rate * 10):
+            out.write((0.05 * rng.standard_normal(min(rate * 10, int(seconds * rate) - start))).astype("float32"))
+    return str(path)
+
+
+def _with_audio(protocol, row, path):
+    row = json.loads(json.dumps(row))
+    if protocol == "reward":
+        row["chosen"][-1]["audio_path"] = path
+    elif protocol == "consistency":
+        row["turn_paths"][0] = path
+    else:
+        row["audio1_path"] = path
+    return row
+
+
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+def test_audio_over_the_cap_fails_its_row_and_the_cap_is_recorded(protocol, tiny_corpus, tmp_path):
+    """Every protocol ships a default cap (600 s) on audio file length, set by --max-audio-seconds:
+    a longer file fails its own row with a message naming the cap; the other rows are scored."""
+    from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
+    from sdscore.runtime.provenance import read_provenance
+
+    _, id_column, options = PROTOCOLS[protocol]
+    rows = _absolute_manifest(tiny_corpus, protocol, tmp_path)[:2]
+    long_row = _with_audio(protocol, rows[0], _long_clip(tmp_path / "long.wav", 25.5))
+    long_row[id_column] = "long"
+    manifest = _write_jsonl(tmp_path / "m.jsonl", [long_row, *rows])
+    out = tmp_path / "out.parquet"
+    assert main(["score", protocol, str(manifest), "--out", str(out), "--max-audio-seconds", "25", *options]) == 1
+    errors = dict(zip(*pl.read_parquet(out).select(id_column, "error")))
+    assert "long.wav: 25.5 s exceeds the configured cap of 25 s" in errors["long"]
+    assert [errors[r[id_column]] for r in rows] == [None, None]
+    assert read_provenance(out)["settings"]["max_audio_seconds"] == 25
+    assert main(["score", protocol, str(manifest), "--out", str(tmp_path / "default.parquet"), *options]) == 0
+    assert read_provenance(tmp_path / "default.parquet")["settings"]["max_audio_seconds"] == DEFAULT_MAX_AUDIO_SECONDS
+
+
+def test_reward_clips_cut_to_the_model_window_are_scored_with_a_warning(tiny_corpus, tmp_path):
+    """The compact model hears each clip's first 30 s: a longer clip is scored, never silently —
+    the pair's warning names the turn, its length and the window."""
+    rows = _absolute_manifest(tiny_corpus, "reward", tmp_path)[:2]
+    long_row = _with_audio("reward", rows[0], _long_clip(tmp_path / "long.wav", 31.0))
+    manifest = _write_jsonl(tmp_path / "m.jsonl", [long_row, rows[1]])
+    out = tmp_path / "out.parquet"
+    assert main(["score", "reward", str(manifest), "--out", str(out)]) == 0
+    results = pl.read_parquet(out)
+    turn = len(long_row["chosen"]) - 1
+    assert results["warning"].to_list() == [f"chosen: turn {turn} (31.0 s) cut to the model's first 30 s", None]
+    assert results["error"].null_count() == 2 and results["chosen_reward"].null_count() == 0

@@ -43,7 +43,8 @@ class BlueprintBuilder:
     """Loads the extractors once; ``build(paths)`` gives one blueprint per path, in order.
 
     asr: None (no transcript or rates), "pocketsphinx" (default) or an asr options dict such as
-    {"backend": "whisper", "model_dir": DIR}; emotion_dir / accent_dir: local classifiers.
+    {"backend": "whisper", "model_dir": DIR}; emotion_dir / accent_dir: local classifiers;
+    max_audio_seconds: longer files get an error row (None: load_many's default).
     """
 
     def __init__(
@@ -53,6 +54,7 @@ class BlueprintBuilder:
         emotion_dir: str | os.PathLike | None = None,
         accent_dir: str | os.PathLike | None = None,
         batch_size: int = 32,
+        max_audio_seconds: float | None = None,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -91,6 +93,7 @@ class BlueprintBuilder:
             else None
         )
         self.batch_size = batch_size
+        self.max_audio_seconds = max_audio_seconds
 
     @property
     def extractors(self) -> list:
@@ -125,7 +128,8 @@ class BlueprintBuilder:
         keys = list(todo)
         for b in range(0, len(keys), self.batch_size):
             part = keys[b : b + self.batch_size]
-            batch = load_many([first_path[k] for k in part], sample_rate=SAMPLE_RATE)
+            batch = load_many([first_path[k] for k in part], sample_rate=SAMPLE_RATE,
+                              max_seconds=self.max_audio_seconds)
             for key, row in zip(part, extract(self.extractors, batch).to_dicts()):
                 if self.cache is not None and row["error"] is None:
                     self.cache.put_json(key, row)

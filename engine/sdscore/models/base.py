@@ -57,6 +57,11 @@ class RewardModel(nn.Module, ABC):
     #: False for text-only models: the scorer then never loads audio (prepare gets None per turn)
     needs_audio: bool = True
 
+    @property
+    def max_clip_seconds(self) -> float | None:
+        """The longest clip the model hears whole (longer clips are cut to their start); None: no cut."""
+        return None
+
     pooler: nn.Module
     score_head: nn.Linear
 

@@ -215,6 +215,10 @@ class CompactRewardModel(RewardModel):
             model = cls(config, card)
         return model.eval()
 
+    @property
+    def max_clip_seconds(self) -> float:
+        return float(self.config.max_clip_seconds)
+
     # --- CPU side -------------------------------------------------------------------------
 
     def _as_wave(self, wave: Any, where: str) -> np.ndarray | None:

@@ -137,6 +137,11 @@ class SDiaRewardQwenOmni(RewardModel):
         self.pad_token_id = int(pad if pad is not None else getattr(config.text_config, "pad_token_id", None) or 0)
         self.sample_rate = int(feature_extractor.sampling_rate)
 
+    @property
+    def max_clip_seconds(self) -> float:
+        """The feature extractor's window (300 s for Qwen2.5-Omni); longer clips are truncated by it."""
+        return int(self.feature_extractor.n_samples) / float(self.feature_extractor.sampling_rate)
+
     # ---- prepare / collate / hidden ----------------------------------------------------------
 
     def render(self, episode: Episode, audio: Sequence[np.ndarray | None]) -> tuple[str, list[np.ndarray]]:

@@ -53,7 +53,8 @@ class SpeakerEmbedder:
     """
 
     def __init__(self, name: str = "ge2e", model_dir: str | os.PathLike | None = None, *,
-                 cache_dir: str | os.PathLike | None = None, device: str = "cpu", **options):
+                 cache_dir: str | os.PathLike | None = None, device: str = "cpu",
+                 max_audio_seconds: float | None = None, **options):
         if name not in EMBEDDERS:
             raise ValueError(f"unknown speaker embedder {name!r}; expected one of {', '.join(EMBEDDERS)}")
         self.name = name
@@ -63,6 +64,7 @@ class SpeakerEmbedder:
         self.version = self.encoder.version
         self.cache = ContentCache(cache_dir, self.version)  # namespace: embedder + weights digest
         self.computed = 0
+        self.max_audio_seconds = max_audio_seconds  # files longer fail (None: load_many's default)
 
     def _embed_keyed(self, keys: list[str], waves: Sequence[np.ndarray]) -> tuple[np.ndarray, list[str | None]]:
         """Embed waves whose keys miss the cache; store what succeeds."""
@@ -145,11 +147,14 @@ class SpeakerEmbedder:
         if progress is not None:
             progress("embed", 0, len(paths))
         with ThreadPoolExecutor(1, "sdscore-decode") as decoder:
-            pending = decoder.submit(load_many, paths[chunks[0]], self.sample_rate) if chunks else None
+            def decode(chunk: slice):
+                return decoder.submit(load_many, paths[chunk], self.sample_rate, max_seconds=self.max_audio_seconds)
+
+            pending = decode(chunks[0]) if chunks else None
             for n, chunk in enumerate(chunks):
                 batch = pending.result()
                 if n + 1 < len(chunks):
-                    pending = decoder.submit(load_many, paths[chunks[n + 1]], self.sample_rate)
+                    pending = decode(chunks[n + 1])
                 ok = [i for i in range(len(batch)) if batch.errors[i] is None]
                 chunk_keys = keys[chunk]
                 for i in range(len(batch)):

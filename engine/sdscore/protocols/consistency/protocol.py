@@ -22,6 +22,7 @@ import torch
 
 from sdscore import kernels
 from sdscore.atomic_write import write_json
+from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
 from sdscore.corpus import CONSISTENCY_INSTANCES
 from sdscore.corpus.results_file import read_results
 from sdscore.features.speaker import SpeakerEmbedder
@@ -237,13 +238,16 @@ class ConsistencyScorer:
     """The consistency protocol's Scorer: one speaker embedder (loaded once), one method.
 
     Settings: embedder (ge2e | ecapa | wavlm), method, threshold (default: the method's), model_dir
-    (ecapa, wavlm folders), cache_dir (embedding cache keyed by audio content)."""
+    (ecapa, wavlm folders), cache_dir (embedding cache keyed by audio content), max_audio_seconds
+    (longer audio files fail their rows; 0: no cap)."""
 
     def __init__(self, embedder: str = "ge2e", method: str = "pairwise", threshold: float | None = None,
-                 model_dir: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None):
+                 model_dir: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
+                 max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS):
         self.method = method
         self.threshold = check_method(method, threshold)
-        self.embedder = SpeakerEmbedder(embedder, model_dir, cache_dir=cache_dir)
+        self.embedder = SpeakerEmbedder(embedder, model_dir, cache_dir=cache_dir,
+                                        max_audio_seconds=max_audio_seconds)
 
     def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
         return score_consistency(rows, self.embedder, self.method, self.threshold)

@@ -1,7 +1,8 @@
 """reward scoring: preference pairs → rewards of both episodes, as one results row per pair.
 
 Results hold one row per pair: pair_id, criterion, subset, category, chosen_reward,
-rejected_reward, margin (= chosen − rejected), correct, error, and optionally the pooled states
+rejected_reward, margin (= chosen − rejected), correct, error, warning (e.g. a clip the model cut to
+its window; the pair is scored), and optionally the pooled states
 chosen_pooled / rejected_pooled (so a new head can be fitted without re-running the backbone).
 Any scorer that writes these columns can be evaluated. `RewardPairsScorer` is the protocol's
 Scorer (runtime/scorer.py): the runtime streams the manifest through it.
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
 from sdscore.progress import Progress
 from sdscore.runtime.scorer import ScoringJob
 
@@ -30,6 +32,7 @@ RESULT_SCHEMA = pl.Schema(
         "margin": pl.Float64,
         "correct": pl.Boolean,
         "error": pl.String,
+        "warning": pl.String,
     }
 )
 POOLED_COLUMNS = ("chosen_pooled", "rejected_pooled")
@@ -38,7 +41,7 @@ DEFAULT_SUBSET = {"modality": "modality", "colloquialness": "colloquial"}
 
 
 def _results_frame(pairs: pl.DataFrame, chosen: np.ndarray, rejected: np.ndarray, errors: list[str | None],
-                   pooled: tuple[np.ndarray, np.ndarray] | None) -> pl.DataFrame:
+                   warnings: list[str | None], pooled: tuple[np.ndarray, np.ndarray] | None) -> pl.DataFrame:
     ok = np.array([e is None for e in errors], dtype=bool)
     chosen = np.where(ok, chosen, np.nan)
     rejected = np.where(ok, rejected, np.nan)
@@ -55,6 +58,7 @@ def _results_frame(pairs: pl.DataFrame, chosen: np.ndarray, rejected: np.ndarray
             "margin": pl.Series(chosen - rejected, dtype=pl.Float64).fill_nan(None),
             "correct": pl.Series(np.where(ok, chosen > rejected, False), dtype=pl.Boolean),
             "error": pl.Series(errors, dtype=pl.String),
+            "warning": pl.Series(warnings, dtype=pl.String),
         },
         schema=RESULT_SCHEMA,
     ).with_columns(pl.when(pl.col("error").is_null()).then(pl.col("correct")).alias("correct"))
@@ -82,10 +86,12 @@ def score_pairs_frame(pairs: pl.DataFrame, scorer, store_pooled: bool = False,
     width = scorer.model.hidden_size
     pooled = (np.full((n, width), np.nan, np.float32), np.full((n, width), np.nan, np.float32)) if store_pooled else None
     errors: list[str | None] = list(invalid)
+    warnings: list[str | None] = [None] * n
     if valid:
         subset = pairs[valid]
         chosen, rejected = episodes_from_pairs(subset)
-        rewards, states, episode_errors = scorer.score_pairs_detailed(chosen, rejected, store_pooled, progress)
+        rewards, states, episode_errors, episode_warnings = scorer.score_pairs_detailed(
+            chosen, rejected, store_pooled, progress)
         m = len(valid)
         rewards = rewards.numpy()
         chosen_r[valid], rejected_r[valid] = rewards[:m], rewards[m:]
@@ -95,7 +101,10 @@ def score_pairs_frame(pairs: pl.DataFrame, scorer, store_pooled: bool = False,
             sides = [f"{side}: {e}" for side, e in (("chosen", episode_errors[k]), ("rejected", episode_errors[m + k]))
                      if e is not None]
             errors[i] = "; ".join(sides) if sides else None
-    return _results_frame(pairs, chosen_r, rejected_r, errors, pooled)
+            notes = [f"{side}: {w}" for side, w in (("chosen", episode_warnings[k]),
+                                                     ("rejected", episode_warnings[m + k])) if w is not None]
+            warnings[i] = "; ".join(notes) if notes else None
+    return _results_frame(pairs, chosen_r, rejected_r, errors, warnings, pooled)
 
 
 
@@ -105,12 +114,14 @@ class RewardPairsScorer:
 
     Settings: model (folder; default the shipped demo model), base and system_prompt (SDiaReward
     Qwen2.5-Omni checkpoints), backend, device, dtype, max_batch, max_tokens, store_pooled,
-    num_threads (audio loading threads)."""
+    num_threads (audio loading threads), max_audio_seconds (longer audio files are refused per pair;
+    0: no cap)."""
 
     def __init__(self, model: str | os.PathLike | None = None, *, base: str | os.PathLike | None = None,
                  system_prompt: str | os.PathLike | None = None, backend: str = "auto", device: str = "auto",
                  dtype: str = "auto", max_batch: int = 16, max_tokens: int | None = None,
-                 store_pooled: bool = False, num_threads: int | None = None):
+                 store_pooled: bool = False, num_threads: int | None = None,
+                 max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS):
         from sdscore.models.pretrained import default_model_dir
         from sdscore.runtime.reward.episode_scorer import RewardScorer
 
@@ -118,7 +129,7 @@ class RewardPairsScorer:
         self.store_pooled = bool(store_pooled)
         self.scorer = RewardScorer.from_pretrained(
             model or default_model_dir(), backend=backend, device=device, dtype=dtype, model_options=options,
-            max_batch=max_batch, max_tokens=max_tokens, num_threads=num_threads,
+            max_batch=max_batch, max_tokens=max_tokens, num_threads=num_threads, max_audio_seconds=max_audio_seconds,
         )
 
     def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:

@@ -8,7 +8,9 @@ context is computed once) and the episodes are grouped by length into batches
 this one. (Several processes or machines are the runtime's executors, which run whole protocol
 Scorers: runtime/executors.) Results come back in input order. A bad
 episode (unreadable audio, no usable turn) gets NaN and its error text; the other episodes of its
-batch are scored as usual.
+batch are scored as usual. Audio files longer than `max_audio_seconds` are refused per episode;
+a clip longer than the model's window (`RewardModel.max_clip_seconds`) is cut to its start, and
+the episode's warning says so.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import polars as pl
 import torch
 
 from sdscore.audio import load_many
+from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
 from sdscore.errors import SdscoreError
 from sdscore.models.base import Prepared, RewardModel
 from sdscore.models.checkpoint_files import resolve_device, resolve_dtype
@@ -45,6 +48,7 @@ class ScoredWindow:
     rewards: torch.Tensor  # float32 [n] on the CPU, NaN where errors[i] is set
     pooled: torch.Tensor | None  # float32 [n, H] on the CPU when asked for, NaN rows on error
     errors: list[str | None]
+    warnings: list[str | None]  # e.g. clips cut to the model's window
 
 
 @dataclass
@@ -52,6 +56,7 @@ class _PreparedWindow:
     indices: np.ndarray
     batches: list[tuple[list[int], dict[str, torch.Tensor]]]  # positions within the window
     errors: list[str | None]
+    warnings: list[str | None]
 
 
 def _waveform(audio: Any, episode: Episode, turn: int) -> np.ndarray:
@@ -73,6 +78,15 @@ def _waveform(audio: Any, episode: Episode, turn: int) -> np.ndarray:
     return wave
 
 
+def _cut_clips_warning(waves: Sequence[np.ndarray | None], cap_seconds: float, sample_rate: int) -> str | None:
+    """The warning of an episode whose clips the model cuts to its window, or None."""
+    cut = [f"turn {t} ({len(w) / sample_rate:.1f} s)" for t, w in enumerate(waves)
+           if w is not None and len(w) > round(cap_seconds * sample_rate)]
+    if not cut:
+        return None
+    return f"{', '.join(cut)} cut to the model's first {cap_seconds:g} s"
+
+
 class RewardScorer:
     """Scores episodes with a reward model: `score`, `score_pairs`, `pooled`, or `stream` windows."""
 
@@ -88,12 +102,14 @@ class RewardScorer:
         num_threads: int | None = None,
         prefetch: bool | None = None,
         session: Any = None,
+        max_audio_seconds: float | None = DEFAULT_MAX_AUDIO_SECONDS,
     ):
         """model: a loaded RewardModel; max_tokens caps B × Lmax per batch; window (default
         16 × max_batch) is how many episodes are loaded, featurised and bucketed together;
         session: an exported-model session (runtime.reward.onnx_backend) that replaces the torch forward;
         prefetch (default: on for CUDA) prepares the next window on a thread while this one runs —
-        on a CPU-only machine the two compete for the same cores and it measured slower."""
+        on a CPU-only machine the two compete for the same cores and it measured slower;
+        max_audio_seconds: audio files longer than this are refused per episode (0 or None: no cap)."""
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.model = model
@@ -105,6 +121,7 @@ class RewardScorer:
         if self.window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
         self.num_threads = num_threads
+        self.max_audio_seconds = float(max_audio_seconds or 0.0)
         self.prefetch = self.device.type == "cuda" if prefetch is None else bool(prefetch)
         self.session = session
         if session is None:
@@ -157,7 +174,7 @@ class RewardScorer:
         on_error "raise": an SdscoreError listing every bad episode (after all were tried);
         "nan": bad episodes score NaN.
         """
-        rewards, _, errors = self.score_detailed(episodes, with_pooled=False, progress=progress)
+        rewards, _, errors, _ = self.score_detailed(episodes, with_pooled=False, progress=progress)
         self._check(errors, on_error)
         return rewards.to(self.device)
 
@@ -167,7 +184,7 @@ class RewardScorer:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(chosen, rejected) float32 [n] each; pairs are (chosen, rejected) episodes or a REWARD_PAIRS frame."""
         chosen, rejected = self._split_pairs(pairs)
-        rewards, _, errors = self.score_pairs_detailed(chosen, rejected, with_pooled=False, progress=progress)
+        rewards, _, errors, _ = self.score_pairs_detailed(chosen, rejected, with_pooled=False, progress=progress)
         self._check(errors, on_error)
         rewards = rewards.to(self.device)
         return rewards[: len(chosen)], rewards[len(chosen):]
@@ -175,7 +192,7 @@ class RewardScorer:
     def score_pairs_detailed(
         self, chosen: Sequence[Episode], rejected: Sequence[Episode], with_pooled: bool = False,
         progress: Progress | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, list[str | None]]:
+    ) -> tuple[torch.Tensor, torch.Tensor | None, list[str | None], list[str | None]]:
         """score_detailed of chosen + rejected (that layout: all chosen, then all rejected).
 
         The two episodes of a pair are scored next to each other, so they share a window: their
@@ -184,15 +201,16 @@ class RewardScorer:
             raise ValueError(f"{len(chosen)} chosen but {len(rejected)} rejected episodes")
         n = len(chosen)
         interleaved = [e for pair in zip(chosen, rejected) for e in pair]
-        rewards, pooled, errors = self.score_detailed(interleaved, with_pooled, progress)
-        order = torch.cat([torch.arange(0, 2 * n, 2), torch.arange(1, 2 * n, 2)])
-        return rewards[order], None if pooled is None else pooled[order], [errors[i] for i in order.tolist()]
+        rewards, pooled, errors, warnings = self.score_detailed(interleaved, with_pooled, progress)
+        order = torch.cat([torch.arange(0, 2 * n, 2), torch.arange(1, 2 * n, 2)]).tolist()
+        return (rewards[order], None if pooled is None else pooled[order], [errors[i] for i in order],
+                [warnings[i] for i in order])
 
     def pooled(self, episodes: Sequence[Episode], on_error: str = "raise", progress: Progress | None = None) -> torch.Tensor:
         """float32 [n, H] pooled last-layer states (the input of the head), on the CPU."""
         if self.session is not None:
             raise SdscoreError("pooled states need the torch backend (an exported model outputs rewards only)")
-        _, pooled, errors = self.score_detailed(episodes, with_pooled=True, progress=progress)
+        _, pooled, errors, _ = self.score_detailed(episodes, with_pooled=True, progress=progress)
         self._check(errors, on_error)
         return pooled
 
@@ -250,8 +268,9 @@ class RewardScorer:
 
     def score_detailed(
         self, episodes: Sequence[Episode], with_pooled: bool = False, progress: Progress | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor | None, list[str | None]]:
-        """(rewards float32 [n] on the CPU, pooled [n, H] or None, error text or None per episode)."""
+    ) -> tuple[torch.Tensor, torch.Tensor | None, list[str | None], list[str | None]]:
+        """(rewards float32 [n] on the CPU, pooled [n, H] or None, error text or None per episode,
+        warning text or None per episode)."""
         episodes = list(episodes)
         for n, e in enumerate(episodes):
             if not isinstance(e, Episode):
@@ -259,14 +278,15 @@ class RewardScorer:
         rewards = torch.full((len(episodes),), math.nan, dtype=torch.float32)
         pooled = torch.full((len(episodes), self.model.hidden_size), math.nan) if with_pooled else None
         errors: list[str | None] = [None] * len(episodes)
+        warnings: list[str | None] = [None] * len(episodes)
         for window in self.stream(episodes, with_pooled, progress):
             idx = torch.from_numpy(window.indices)
             rewards[idx] = window.rewards
             if pooled is not None:
                 pooled[idx] = window.pooled
-            for i, error in zip(window.indices.tolist(), window.errors):
-                errors[i] = error
-        return rewards, pooled, errors
+            for i, error, warning in zip(window.indices.tolist(), window.errors, window.warnings):
+                errors[i], warnings[i] = error, warning
+        return rewards, pooled, errors, warnings
 
     def _prepare_window(self, episodes: list[Episode], indices: np.ndarray) -> _PreparedWindow:
         """Load the window's audio in one threaded call, prepare each episode, bucket by length."""
@@ -275,8 +295,11 @@ class RewardScorer:
         for e in window if self.model.needs_audio else ():
             for p in e.audio_paths():
                 paths.setdefault(p, len(paths))
-        audio = load_many(list(paths), self.model.sample_rate, num_threads=self.num_threads) if paths else None
+        audio = load_many(list(paths), self.model.sample_rate, num_threads=self.num_threads,
+                          max_seconds=self.max_audio_seconds) if paths else None
         errors: list[str | None] = [None] * len(window)
+        warnings: list[str | None] = [None] * len(window)
+        clip_cap = self.model.max_clip_seconds
         prepared: list[Prepared | None] = [None] * len(window)
         loaded, loaded_waves = [], []
         for pos, e in enumerate(window):
@@ -294,6 +317,8 @@ class RewardScorer:
                         waves.append(_waveform(turn.audio, e, t))
                 loaded.append(pos)
                 loaded_waves.append(waves)
+                if clip_cap is not None:
+                    warnings[pos] = _cut_clips_warning(waves, clip_cap, self.model.sample_rate)
             except (SdscoreError, ValueError) as exc:
                 errors[pos] = f"{e.id or f'episode {int(indices[pos])}'}: {exc}"
         # the torch forward may take inputs prepared for inference (the compact model then projects
@@ -316,7 +341,7 @@ class RewardScorer:
             if pin:
                 batch = {k: v.pin_memory() for k, v in batch.items()}
             batches.append((members, batch))
-        return _PreparedWindow(indices, batches, errors)
+        return _PreparedWindow(indices, batches, errors, warnings)
 
     def _run_window(self, prepared: _PreparedWindow, with_pooled: bool) -> ScoredWindow:
         n = len(prepared.indices)
@@ -336,7 +361,7 @@ class RewardScorer:
                 rewards[at] = self.model.head(states).float().cpu()
                 if pooled is not None:
                     pooled[at] = states.float().cpu()
-        return ScoredWindow(prepared.indices, rewards, pooled, prepared.errors)
+        return ScoredWindow(prepared.indices, rewards, pooled, prepared.errors, prepared.warnings)
 
     def _autocast(self):
         if self.dtype == torch.float32:
