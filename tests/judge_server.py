@@ -16,12 +16,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 @dataclass
 class Reply:
-    """What the server answers: status, a JSON-able body or raw text, headers, and a delay first."""
+    """What the server answers: status, a JSON-able body, raw text or a list of byte chunks (sent in
+    turn, so a huge body can repeat one chunk), headers, and a delay first. trickle_s sends the answer
+    one byte at a time, this far apart (from the status line on, or only the body when trickle_body);
+    content_length=False leaves out Content-Length (the body ends when the connection closes)."""
 
     status: int = 200
     body: object = None
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    trickle_s: float = 0.0
+    trickle_body: bool = False
+    content_length: bool = True
 
 
 def completion(content: str, prompt_tokens: int = 100, completion_tokens: int = 20, audio_tokens: int = 0) -> Reply:
@@ -76,20 +82,37 @@ class ChatServer:
                         reply = server.responder(index, body, headers)
                     if reply.delay_s:
                         time.sleep(reply.delay_s)
-                    data = reply.body if isinstance(reply.body, (str, bytes)) else json.dumps(reply.body)
-                    data = data.encode() if isinstance(data, str) else data
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for key, value in reply.headers.items():
-                        self.send_header(key, value)
-                    self.end_headers()
-                    self.wfile.write(data)
+                    self._answer(reply)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
                 finally:
                     with server._lock:
                         server.in_flight -= 1
+
+            def _answer(self, reply: Reply) -> None:
+                if isinstance(reply.body, list):
+                    chunks = reply.body
+                else:
+                    data = reply.body if isinstance(reply.body, (str, bytes)) else json.dumps(reply.body)
+                    chunks = [data.encode() if isinstance(data, str) else data]
+                headers = {"Content-Type": "application/json", **reply.headers}
+                if reply.content_length:
+                    headers["Content-Length"] = str(sum(len(chunk) for chunk in chunks))
+                head = f"HTTP/1.0 {reply.status} {self.responses.get(reply.status, ('',))[0]}\r\n"
+                head += "".join(f"{key}: {value}\r\n" for key, value in headers.items()) + "\r\n"
+                if not reply.trickle_s:
+                    self.wfile.write(head.encode())
+                    for chunk in chunks:
+                        self.wfile.write(chunk)
+                    return
+                if reply.trickle_body:
+                    self.wfile.write(head.encode())
+                else:
+                    chunks = [head.encode(), *chunks]
+                for chunk in chunks:
+                    for i in range(len(chunk)):
+                        self.wfile.write(chunk[i : i + 1])
+                        time.sleep(reply.trickle_s)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
+import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -12,6 +14,7 @@ from judge_server import ChatServer, Reply, completion, labels_json
 
 from sdscore.errors import JudgeError
 from sdscore.protocols.judge.client import ChatClient, Price, RetryPolicy, Usage
+from sdscore.protocols.judge.deadline_transport import environment_proxy
 from sdscore.protocols.judge.replies import ReplyError, parse_reply
 
 KEY = "sk-test-S3CRET-0123456789"
@@ -298,6 +301,7 @@ def test_the_client_is_shared_safely_across_threads():
         ({"model": ""}, "model must be a non-empty string"),
         ({"concurrency": 0}, "concurrency must be an integer >= 1"),
         ({"timeout_s": 0}, "timeout_s must be a finite number > 0"),
+        ({"max_reply_bytes": 0}, "max_reply_bytes must be an integer >= 1"),
     ],
 )
 def test_client_arguments_are_checked(kwargs, match):
@@ -319,3 +323,142 @@ def test_client_arguments_are_checked(kwargs, match):
 def test_policy_and_price_are_checked(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+def bounded(call, seconds: float):
+    """call() on a thread; its result or exception, or a test failure when it runs past `seconds`."""
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["value"] = call()
+        except BaseException as error:  # noqa: BLE001 - handed back to the test
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        pytest.fail(f"still running after {seconds} s (no deadline)")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+@pytest.mark.parametrize("trickle_body", [False, True], ids=["whole-answer", "body-only"])
+def test_a_trickling_reply_hits_the_total_deadline_and_is_retried(trickle_body):
+    """One byte every 0.2 s never trips a per-read timeout; the 1 s deadline per attempt does."""
+    sleeps: list[float] = []
+    trickle = Reply(body=completion(labels_json()).body, trickle_s=0.2, trickle_body=trickle_body)
+    replies = script(trickle, trickle, completion(labels_json()))
+    with ChatServer(replies) as server, make_client(server, sleeps, timeout_s=1.0) as client:
+        started = time.monotonic()
+        result = bounded(lambda: client.complete(MESSAGES, parse=parse_reply), 15.0)
+        elapsed = time.monotonic() - started
+        assert client.totals.as_dict()["retries"] == 2
+    assert result.attempts == 3 and len(sleeps) == 2  # both timeouts went through the backoff
+    assert 1.8 < elapsed < 4.0  # two attempts of ~1 s each, then a quick reply
+
+
+def test_trickling_every_time_gives_up_with_the_deadline_in_the_error(caplog):
+    policy = RetryPolicy(max_retries=1, backoff_base_s=0.0)
+    trickle = Reply(body=completion(labels_json()).body, trickle_s=0.2)
+    with ChatServer(script(trickle)) as server, make_client(server, [], timeout_s=0.5, retry=policy) as client:
+        with pytest.raises(JudgeError, match=r"failed after 2 attempts; last: timed out after 0.5 s \(the deadline "):
+            bounded(lambda: client.complete(MESSAGES), 10.0)
+    assert len(server.requests) == 2
+
+
+def _huge_body(total_bytes: int) -> list[bytes]:
+    """A chat-completions JSON body of about total_bytes, as chunks that share one filler buffer."""
+    filler = b"x" * 65536
+    return [b'{"choices": [{"message": {"content": "', *[filler] * (total_bytes // len(filler)), b'"}}]}']
+
+
+@pytest.mark.parametrize("content_length", [True, False], ids=["declared", "streamed"])
+def test_a_reply_over_the_size_cap_is_aborted_and_not_retried(content_length):
+    cap = 256 * 1024
+    huge = Reply(body=_huge_body(32 * 2**20), content_length=content_length)
+    with ChatServer(script(huge, completion(labels_json()))) as server:
+        with make_client(server, [], max_reply_bytes=cap) as client:
+            tracemalloc.start()
+            try:
+                too_large = r"reply is larger than the 256 KiB cap \(max_reply_bytes\); not retried"
+                with pytest.raises(JudgeError, match=too_large):
+                    bounded(lambda: client.complete(MESSAGES, parse=parse_reply), 15.0)
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+            assert client.totals.as_dict()["retries"] == 0
+    assert len(server.requests) == 1  # a server that sent one huge reply would send another
+    assert peak < 4 * 2**20  # the 32 MiB body was never held
+
+
+def test_a_reply_within_the_cap_is_read_whole():
+    reply = completion(labels_json(reasoning="y" * 5000))
+    with ChatServer(script(reply)) as server, make_client(server, max_reply_bytes=6000) as client:
+        assert client.complete(MESSAGES, parse=parse_reply).parsed["reasoning"] == "y" * 5000
+
+
+def test_an_echoed_api_key_is_redacted_in_replies_errors_logs_and_the_cache(tmp_path, caplog):
+    caplog.set_level(logging.DEBUG)
+    secret = KEY.split("-")[2]  # a piece of the key: no partial key may show either
+
+    def echo_in_content(index, body, headers):
+        return completion(labels_json(reasoning=f"you sent {headers['authorization']}"))
+
+    with ChatServer(echo_in_content) as server, make_client(server, cache_dir=tmp_path) as client:
+        fresh = client.complete(MESSAGES, parse=parse_reply)
+        cached = client.complete(MESSAGES, parse=parse_reply)
+    assert cached.cached
+    for result in (fresh, cached):
+        assert result.parsed["reasoning"] == "you sent Bearer [redacted]"
+        assert secret not in result.content and secret not in repr(result.parsed)
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert files and all(secret.encode() not in p.read_bytes() for p in files)
+
+    def echo_in_label(index, body, headers):
+        return completion(labels_json(content=headers["authorization"]))
+
+    with ChatServer(echo_in_label) as server, make_client(server) as client:
+        with pytest.raises(ReplyError, match=r"content label 'Bearer \[redacted\]'") as info:
+            client.complete(MESSAGES, parse=parse_reply)
+    assert secret not in str(info.value)
+
+    # an error body that echoes the key, once where the shown part of the body ends inside the key
+    bodies = [
+        lambda auth: {"error": {"message": f"bad request from {auth}"}},
+        lambda auth: "{" + '"e": "' + "x" * (285 - 7 - len("Bearer ")) + auth + '"}',
+    ]
+    for make_body in bodies:
+        def echo_in_error(index, body, headers, make_body=make_body):
+            return Reply(400, make_body(headers["authorization"]))
+
+        with ChatServer(echo_in_error) as server, make_client(server) as client:
+            with pytest.raises(JudgeError, match="HTTP 400") as info:
+                client.complete(MESSAGES)
+        assert secret not in str(info.value)
+    assert caplog.records and secret not in caplog.text
+
+
+def test_a_body_that_does_not_decode_is_retried():
+    broken = Reply(body="not gzip at all", headers={"Content-Encoding": "gzip"})
+    with ChatServer(script(broken, completion(labels_json()))) as server, make_client(server, []) as client:
+        assert client.complete(MESSAGES, parse=parse_reply).attempts == 2
+    with ChatServer(script(broken)) as server, make_client(server, [], retry=RetryPolicy(max_retries=0)) as client:
+        with pytest.raises(JudgeError, match=r"failed after 1 attempts; last: the reply's Content-Encoding did not"):
+            client.complete(MESSAGES)
+
+
+def test_the_proxy_comes_from_the_environment_as_httpx_reads_it(monkeypatch):
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "all_proxy",
+                 "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert environment_proxy("https://api.example.com/v1/chat/completions") is None
+    monkeypatch.setenv("https_proxy", "proxy.corp:3128")
+    monkeypatch.setenv("no_proxy", "localhost,.internal")
+    assert environment_proxy("https://api.example.com/v1") == "http://proxy.corp:3128"
+    assert environment_proxy("http://api.example.com/v1") is None  # no proxy for plain http
+    assert environment_proxy("https://llm.internal/v1") is None
+    monkeypatch.setenv("all_proxy", "http://any:8080")
+    assert environment_proxy("http://api.example.com/v1") == "http://any:8080"

@@ -5,6 +5,9 @@ from __future__ import annotations
 import base64
 import io
 import json
+import sys
+import threading
+import types
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +15,10 @@ import polars as pl
 import pytest
 import soundfile as sf
 from judge_data import BLUEPRINTS, CAPITAL, COUNT, blueprint, manifest
-from judge_server import ChatServer, completion, labels_json
+from judge_server import ChatServer, Reply, completion, labels_json
 
+from sdscore.cli import main
+from sdscore.corpus import write_manifest
 from sdscore.errors import JudgeError
 from sdscore.metrics.fusion import fuse
 from sdscore.protocols.judge import (
@@ -29,6 +34,7 @@ from sdscore.protocols.judge import (
 )
 from sdscore.protocols.judge.blueprint_view import trace_view
 from sdscore.protocols.judge.interface import instruction_of
+from sdscore.protocols.judge.protocol import results_settings
 
 
 def _server_judge(server, mode="blueprint", **kwargs) -> LLMJudge:
@@ -181,3 +187,62 @@ def test_make_judge_arguments(monkeypatch):
     monkeypatch.setenv("SDSCORE_JUDGE_BASE_URL", "http://127.0.0.1:9/v1")
     judge = make_judge("openai", model="m", mode="transcript")
     assert judge.client.url == "http://127.0.0.1:9/v1/chat/completions" and judge.name == "llm-transcript"
+
+
+def test_an_echoed_api_key_reaches_neither_results_nor_cache(tmp_path, monkeypatch):
+    key = "sk-llm-S3CRET-9876543210"
+    monkeypatch.setenv("SDSCORE_JUDGE_API_KEY", key)
+
+    def respond(index, body, headers):
+        if COUNT in body["messages"][1]["content"]:  # an invalid label quoting the key: the row's error
+            return completion(labels_json(content=headers["authorization"]))
+        return completion(labels_json(reasoning=f"the key was {headers['authorization']}"))
+
+    rows = [("A", CAPITAL, "a1.wav", "a2.wav"), ("X", COUNT, "b1.wav", "b2.wav")]
+    retry = RetryPolicy(max_retries=0, reply_retries=0)
+    with ChatServer(respond) as server:
+        for _ in range(2):  # the second run reads the cache
+            client = ChatClient(server.base_url, "judge-model", retry=retry, cache_dir=tmp_path / "replies")
+            with client:
+                out = score_judge(manifest(rows, with_labels=False), LLMJudge(client), blueprints=BLUEPRINTS)
+            assert out["reasoning"][0] == "the key was Bearer [redacted]"
+            assert "content label 'Bearer [redacted]'" in out["error"][1]
+            assert "S3CRET" not in repr(out.to_dicts())
+    assert len(server.requests) == 3  # row A once (then cached), row X (not valid, so never cached) twice
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert files and all(b"S3CRET" not in p.read_bytes() for p in files)
+
+
+def test_cli_timeout_reaches_the_client(tmp_path, monkeypatch):
+    """`sdscore score judge --timeout 0.3` against a server that trickles: the row fails on the deadline."""
+    class BlueprintBuilder:  # no audio analysis: the blueprints are the hand-written ones
+        def __init__(self, cache_dir=None, **options):
+            pass
+
+        def build(self, paths):
+            return [BLUEPRINTS[Path(p).name] for p in paths]
+
+    module = types.ModuleType("sdscore.features.blueprint")
+    module.BlueprintBuilder = BlueprintBuilder
+    monkeypatch.setitem(sys.modules, "sdscore.features.blueprint", module)
+    path, out = tmp_path / "items.parquet", tmp_path / "llm.parquet"
+    write_manifest(manifest([("A", CAPITAL, "a1.wav", "a2.wav")], with_labels=False), path)
+    trickle = Reply(body=completion(labels_json()).body, trickle_s=0.2, trickle_body=True)
+    codes: list = []
+
+    def run(argv):
+        try:
+            codes.append(main(argv))
+        except BaseException as error:  # noqa: BLE001 - shown by the assert below
+            codes.append(error)
+    with ChatServer(lambda index, body, headers: trickle) as server:
+        argv = ["score", "judge", str(path), "--out", str(out), "--judge", "openai", "--base-url", server.base_url,
+                "--model", "judge-model", "--timeout", "0.3"]
+        thread = threading.Thread(target=run, args=(argv,), daemon=True)
+        thread.start()
+        thread.join(60)  # 5 attempts of 0.3 s and their backoff (under 8 s); the old per-read timeout: ~3 min
+        assert not thread.is_alive(), "sdscore score judge --timeout 0.3 did not return"
+    assert codes == [1]
+    error = pl.read_parquet(out)["error"][0]
+    assert "timed out after 0.3 s (the deadline" in error
+    assert "timeout_s" not in results_settings(out)  # a deadline does not change a score: resumable with another

@@ -4,15 +4,20 @@ It retries 429, 5xx, timeouts and connection failures with exponential backoff a
 (honouring Retry-After), re-asks when a reply does not validate, holds at most ``concurrency``
 requests in flight across threads, caches validated replies on disk and adds up tokens and cost.
 Every loop is bounded: at most ``max_retries + 1`` HTTP attempts per reply and ``reply_retries + 1``
-replies per call, each attempt within ``timeout_s``. ``json_mode`` adds
-``response_format={"type": "json_object"}``; cached replies are those that validated. The API key is read from the environment
-(SDSCORE_JUDGE_API_KEY, then OPENAI_API_KEY), sent as a Bearer token, and kept out of reprs,
-logs, errors and the cache.
+replies per call. Each attempt has a wall-clock deadline of ``timeout_s`` from sending the request
+to the last byte of the answer (not a per-read timeout, which a trickling server never trips); one
+that runs past it is a timeout and is retried. A reply body is read as a stream and given up past
+``max_reply_bytes`` — not retried, since a server that sends one oversized reply sends the next.
+``json_mode`` adds ``response_format={"type": "json_object"}``; cached replies are those that
+validated. The API key is read from the environment (SDSCORE_JUDGE_API_KEY, then OPENAI_API_KEY),
+sent as a Bearer token, and kept out of reprs, logs, errors, results and the cache: a reply or an
+error body that echoes it has it replaced by ``[redacted]`` before anything else sees it.
 """
 
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
 import math
 import os
@@ -27,6 +32,7 @@ import httpx
 
 from sdscore.errors import JudgeError
 from sdscore.features.cache import ContentCache, hash_settings
+from sdscore.protocols.judge.deadline_transport import DeadlineTransport
 from sdscore.protocols.judge.replies import ReplyError
 
 log = logging.getLogger(__name__)
@@ -34,6 +40,11 @@ log = logging.getLogger(__name__)
 #: environment variables read for the API key, in order
 API_KEY_ENV = ("SDSCORE_JUDGE_API_KEY", "OPENAI_API_KEY")
 _SHOWN_BODY = 300
+_ERROR_BODY_BYTES = 65536  # what is read of a non-2xx answer (only its start is shown)
+#: seconds from sending a request to the last byte of its answer, per attempt
+DEFAULT_TIMEOUT_S = 120.0
+#: largest reply body read (bytes after content decoding); a judge's JSON verdict is a few KiB
+DEFAULT_MAX_REPLY_BYTES = 8 * 2**20
 _NOT_JSON = object()  # a 2xx answer whose body did not decode
 REPLY_NAMESPACE = "judge-replies"  # folder of cached replies under cache_dir
 
@@ -182,7 +193,8 @@ class ChatClient:
         model: str,
         *,
         api_key: str | None = None,
-        timeout_s: float = 60.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
         concurrency: int = 8,
         retry: RetryPolicy | None = None,
         json_mode: bool = True,
@@ -200,10 +212,13 @@ class ChatClient:
             raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
         if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
             raise ValueError(f"timeout_s must be a finite number > 0, got {timeout_s!r}")
+        if isinstance(max_reply_bytes, bool) or not isinstance(max_reply_bytes, int) or max_reply_bytes < 1:
+            raise ValueError(f"max_reply_bytes must be an integer >= 1, got {max_reply_bytes!r}")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.concurrency = concurrency
         self.timeout_s = float(timeout_s)
+        self.max_reply_bytes = max_reply_bytes
         self.retry = retry or RetryPolicy()
         self.params = dict(params or {})
         if json_mode:
@@ -218,11 +233,8 @@ class ChatClient:
         self._rng_lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(concurrency)
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        self._http = httpx.Client(
-            headers=headers,
-            timeout=httpx.Timeout(self.timeout_s),
-            limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
-        )
+        self._transport = DeadlineTransport(self.url, max_connections=concurrency)
+        self._http = httpx.Client(headers=headers, timeout=httpx.Timeout(self.timeout_s), transport=self._transport)
 
     def __repr__(self) -> str:
         key = "set" if self._api_key else "none"
@@ -240,6 +252,16 @@ class ChatClient:
 
     def _redact(self, text: str) -> str:
         return text.replace(self._api_key, "[redacted]") if self._api_key else text
+
+    def _redact_value(self, value: Any) -> Any:
+        """A parsed reply with the key redacted from every string in it (keys of dicts included)."""
+        if isinstance(value, str):
+            return self._redact(value)
+        if isinstance(value, dict):
+            return {self._redact_value(k): self._redact_value(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(self._redact_value(v) for v in value)
+        return value
 
     def _backoff(self, attempt: int) -> float:
         cap = min(self.retry.backoff_max_s, self.retry.backoff_base_s * 2.0**attempt)
@@ -266,8 +288,8 @@ class ChatClient:
                 cost = self._cost(usage)
                 self.totals.add_reply(usage, cost)
                 try:
-                    content = _message_content(raw)
-                    parsed = parse(content) if parse is not None else content
+                    content = self._redact(_message_content(raw))
+                    parsed = self._redact_value(parse(content)) if parse is not None else content
                 except ReplyError as error:
                     last_error = error
                     self.totals.add(invalid_replies=1)
@@ -284,13 +306,14 @@ class ChatClient:
         """A result from a cache entry, or None when there is none or it no longer validates."""
         if entry is None or not isinstance(entry.get("content"), str):
             return None
+        content = self._redact(entry["content"])  # an entry written before replies were redacted
         try:
-            parsed = parse(entry["content"]) if parse is not None else entry["content"]
+            parsed = self._redact_value(parse(content)) if parse is not None else content
         except ReplyError:
             return None
         usage = Usage.from_response(entry.get("usage"))
         self.totals.add(cache_hits=1)
-        return ChatResult(entry["content"], parsed, usage, self._cost(usage), cached=True, attempts=0)
+        return ChatResult(content, parsed, usage, self._cost(usage), cached=True, attempts=0)
 
     def _cost(self, usage: Usage) -> float | None:
         return None if self.price is None else self.price.cost(usage)
@@ -302,22 +325,23 @@ class ChatClient:
             self.totals.add(requests=1)
             retry_after = None
             try:
-                response = self._http.post(self.url, json=body)
+                status, headers, data = self._attempt(body)
             except httpx.TimeoutException:
-                reason = f"timed out after {self.timeout_s:g} s"
+                reason = f"timed out after {self.timeout_s:g} s (the deadline for the whole reply)"
             except httpx.TransportError as error:
                 reason = f"connection failed ({type(error).__name__})"
+            except httpx.DecodingError:
+                reason = "the reply's Content-Encoding did not decode"
             else:
-                status = response.status_code
                 if 200 <= status < 300:
                     try:
-                        return response.json(), attempt + 1
+                        return json.loads(data), attempt + 1
                     except ValueError:
                         return _NOT_JSON, attempt + 1
                 if status != 429 and status < 500:
-                    raise JudgeError(self._refusal(status, response.text))
+                    raise JudgeError(self._refusal(status, data.decode("utf-8", "replace")))
                 reason = f"HTTP {status}"
-                retry_after = _retry_after_seconds(response.headers.get("retry-after"))
+                retry_after = _retry_after_seconds(headers.get("retry-after"))
             if attempt == self.retry.max_retries:
                 raise JudgeError(f"{self.url}: request failed after {attempt + 1} attempts; last: {reason}")
             if retry_after is not None:
@@ -329,12 +353,45 @@ class ChatClient:
             self._sleep(delay)
             attempt += 1
 
+    def _attempt(self, body: dict[str, Any]) -> tuple[int, httpx.Headers, bytes]:
+        """One POST within the deadline: (status, headers, body); a 2xx body past the cap is a JudgeError
+        (the connection is dropped there), a longer error body is cut to _ERROR_BODY_BYTES."""
+        with self._transport.deadline(self.timeout_s), self._http.stream("POST", self.url, json=body) as response:
+            ok = 200 <= response.status_code < 300
+            limit = self.max_reply_bytes if ok else _ERROR_BODY_BYTES
+            declared = response.headers.get("content-length", "")
+            if ok and declared.isdigit() and int(declared) > limit:
+                raise JudgeError(self._too_large(f"it declares {int(declared)} bytes"))
+            data = bytearray()
+            for chunk in response.iter_bytes():
+                data += chunk
+                if len(data) > limit:
+                    if ok:
+                        raise JudgeError(self._too_large(f"{len(data)} bytes read so far"))
+                    del data[limit:]
+                    break
+        return response.status_code, response.headers, bytes(data)
+
+    def _too_large(self, detail: str) -> str:
+        cap = _size(self.max_reply_bytes)
+        return (f"{self.url}: the reply is larger than the {cap} cap (max_reply_bytes); not retried, "
+                f"a server that sends one sends it again ({detail})")
+
     def _refusal(self, status: int, text: str) -> str:
+        text = self._redact(text)  # before it is cut, so that no part of the key is shown
         shown = text if len(text) <= _SHOWN_BODY else text[:_SHOWN_BODY] + "…"
         message = f"{self.url} refused the request: HTTP {status}: {shown.strip()}"
         if status in (401, 403):
             message += f" (set the API key in {' or '.join(API_KEY_ENV)})"
         return self._redact(message)
+
+
+def _size(n: int) -> str:
+    """A byte count as people read it: 8 MiB, 256 KiB, 1000 bytes."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.4g} {unit}"
+    return f"{n} bytes"
 
 
 def _message_content(raw: Any) -> str:

@@ -3,7 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
+
+from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS, MAX_AUDIO_SECONDS_HELP
+from sdscore.protocols.judge.client import DEFAULT_TIMEOUT_S
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {value!r}")
+    return seconds
 
 
 def add_score_options(parser: argparse.ArgumentParser) -> None:
@@ -17,9 +31,15 @@ def add_score_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instruction-source", choices=["text", "asr"], default="text")
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight per worker")
     parser.add_argument("--cache-dir", type=Path, help="blueprint and reply caches")
+    parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                        help=f"LLM judge: deadline per HTTP attempt, from sending to the whole reply; one "
+                             f"past it is retried with backoff (default {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument("--max-audio-seconds", type=float, default=DEFAULT_MAX_AUDIO_SECONDS,
+                        help=MAX_AUDIO_SECONDS_HELP)
 
 
 def score_settings(args: argparse.Namespace) -> dict:
     return {"judge": args.judge, "fusion": args.fusion, "base_url": args.base_url, "model": args.model,
             "mode": args.mode, "prompt_file": args.prompt_file, "instruction_source": args.instruction_source,
-            "concurrency": args.concurrency, "cache_dir": args.cache_dir}
+            "concurrency": args.concurrency, "cache_dir": args.cache_dir, "timeout_s": args.timeout,
+            "max_audio_seconds": args.max_audio_seconds}

@@ -28,7 +28,7 @@ from sdscore.metrics.agreement import (
     paired_bootstrap_ci,
 )
 from sdscore.metrics.fusion import FUSION_RULES, JUDGE_LABELS, fuse
-from sdscore.protocols.judge.client import ChatClient, Price
+from sdscore.protocols.judge.client import DEFAULT_TIMEOUT_S, ChatClient, Price
 from sdscore.protocols.judge.interface import (
     DIMENSIONS,
     Judge,
@@ -309,7 +309,7 @@ def make_judge(
     concurrency: int = 8,
     instruction_source: str = "text",
     prices: Mapping[str, Price] | None = None,
-    timeout_s: float = 60.0,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> RuleBaselineJudge | LLMJudge:
     """The rule baseline, or an LLM judge at an OpenAI-compatible endpoint (base_url from the argument
     or SDSCORE_JUDGE_BASE_URL / OPENAI_BASE_URL; replies cached under cache_dir/replies)."""

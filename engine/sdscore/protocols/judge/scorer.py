@@ -10,7 +10,8 @@ from typing import Any
 
 import polars as pl
 
-from sdscore.protocols.judge.client import Price
+from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
+from sdscore.protocols.judge.client import DEFAULT_TIMEOUT_S, Price
 from sdscore.protocols.judge.llm_judge import LLMJudge
 from sdscore.protocols.judge.protocol import (
     BASE_URL_ENV,
@@ -24,21 +25,25 @@ from sdscore.runtime.scorer import ScoringJob
 
 class JudgeScorer:
     """Settings: judge (rule | openai), fusion, base_url, model, mode, prompt_file, instruction_source,
-    cache_dir (blueprints and replies, keyed by content), concurrency, prices."""
+    cache_dir (blueprints and replies, keyed by content), concurrency, prices, max_audio_seconds (longer
+    audio files fail their rows; 0: no cap), timeout_s (an LLM judge's deadline per HTTP attempt, from
+    sending the request to the whole reply)."""
 
     def __init__(self, judge: str = "rule", fusion: str = "speakbench", *, base_url: str | None = None,
                  model: str | None = None, mode: str = "blueprint", prompt_file: str | os.PathLike | None = None,
                  instruction_source: str = "text", cache_dir: str | os.PathLike | None = None,
-                 concurrency: int = 8, prices: Mapping[str, Price] | None = None):
+                 concurrency: int = 8, prices: Mapping[str, Price] | None = None,
+                 max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS, timeout_s: float = DEFAULT_TIMEOUT_S):
         from sdscore.features.blueprint import BlueprintBuilder
 
         check_fusion(fusion)
         self.fusion = fusion
         self.judge = make_judge(
             judge, base_url=base_url, model=model, mode=mode, prompt_file=prompt_file, cache_dir=cache_dir,
-            concurrency=concurrency, instruction_source=instruction_source, prices=prices,
+            concurrency=concurrency, instruction_source=instruction_source, prices=prices, timeout_s=timeout_s,
         )
-        self.blueprints = BlueprintBuilder(cache_dir=None if cache_dir is None else Path(cache_dir) / "blueprints")
+        self.blueprints = BlueprintBuilder(cache_dir=None if cache_dir is None else Path(cache_dir) / "blueprints",
+                                           max_audio_seconds=max_audio_seconds)
 
     def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
         paths = blueprint_paths(rows, self.judge)
@@ -58,8 +63,10 @@ def scoring_job(**settings: Any) -> ScoringJob:
     if settings.get("judge", "rule") == "openai":  # the endpoint is part of what produced the scores
         if "base_url" not in settings:
             settings["base_url"] = next((os.environ[v] for v in BASE_URL_ENV if os.environ.get(v)), None)
-        make_judge(**{k: v for k, v in settings.items() if k != "fusion"}).client.close()
+        judge_settings = {k: v for k, v in settings.items() if k not in ("fusion", "max_audio_seconds")}
+        make_judge(**judge_settings).client.close()
     for name in ("prompt_file", "cache_dir"):
         if name in settings:
             settings[name] = os.path.abspath(settings[name])
-    return ScoringJob("judge", JudgeScorer, settings, volatile=("cache_dir", "concurrency"))
+    # a deadline decides whether a row fails, not what a reply says: a resumed run may use another
+    return ScoringJob("judge", JudgeScorer, settings, volatile=("cache_dir", "concurrency", "timeout_s"))
