@@ -146,6 +146,18 @@ def test_a_value_without_its_columns_shape_is_that_rows_problem(tmp_path, suffix
         read_manifest(path)
 
 
+@pytest.mark.parametrize("first", ["null", "[1, 2]", "7", '"a row"'])
+def test_a_first_line_that_is_no_object_is_that_rows_problem(tmp_path, first):
+    """`null` as the first line once made the whole file read as empty (rc 0, every row lost), and
+    pyarrow's JSON reader crashes the process on it: it is row 1's error, the other rows kept."""
+    rows = reward_rows(3)
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(first + "\n" + "".join(json.dumps(row) + "\n" for row in rows))
+    frame = read_manifest(path, "reward", errors="collect")
+    assert frame.height == 4 and frame["error"][0].startswith("row is ") and frame["error"][1:].null_count() == 3
+    assert frame["pair_id"][1:].to_list() == [r["pair_id"] for r in rows]
+
+
 def test_jsonl_broken_line_is_named(tmp_path):
     rows = reward_rows(3)
     path = tmp_path / "pairs.jsonl"

@@ -65,23 +65,27 @@ def read_jsonl(path: str, source: str, base_dir: str) -> RawTable:
     if is_hcot_row(first):
         rows = list(jsonl_objects(path, source))
         return read_hcot_rows(rows, source, base_dir, dataset_name(path), jsonl_row_locator(path))
-    if first is None:
+    if first is _NO_ROWS:
         return RawTable(pl.LazyFrame(), source, base_dir)
-    return RawTable(_jsonl_frame(path, source), source, base_dir, jsonl_row_locator(path))
+    return RawTable(_jsonl_frame(path, source, arrow=isinstance(first, dict)), source, base_dir,
+                    jsonl_row_locator(path))
 
 
-def _jsonl_frame(path: str, source: str) -> pl.LazyFrame:
+def _jsonl_frame(path: str, source: str, arrow: bool = True) -> pl.LazyFrame:
     """pyarrow's JSON reader when every row agrees on types (far faster and leaner than polars' on
     nested turns); otherwise polars, with known columns read as text and typed later row by row;
     when a value does not even have its column's shape (text where turns belong), row by row in
-    Python, where that value becomes the row's parse error and the other rows are kept."""
+    Python, where that value becomes the row's parse error and the other rows are kept.
+    arrow=False skips pyarrow: its reader crashes the process (pyarrow 26) on a file whose first
+    line is `null`."""
     import pyarrow as pa
     import pyarrow.json as pa_json
 
-    try:
-        return pl.from_arrow(pa_json.read_json(path)).lazy()
-    except pa.ArrowInvalid:
-        pass
+    if arrow:
+        try:
+            return pl.from_arrow(pa_json.read_json(path)).lazy()
+        except pa.ArrowInvalid:
+            pass
     try:
         # Infer from every row: a column absent from the first rows must not be dropped.
         present = pl.scan_ndjson(path, infer_schema_length=None).collect_schema()
@@ -139,8 +143,8 @@ def _checked_rows_frame(rows: list[Any]) -> pl.DataFrame:
                 value = None
             columns[name].append(_lenient_value(value, dtype))
         problems.append("; ".join(found) or None)
-    frame = pl.DataFrame(columns, schema=schema)
-    return frame.with_columns(pl.Series(PARSE_ERROR, problems, dtype=pl.String))
+    # the error column built with the others: rows that are no objects at all leave no other column
+    return pl.DataFrame({**columns, PARSE_ERROR: problems}, schema={**schema, PARSE_ERROR: pl.String})
 
 
 def read_json(path: str, source: str, base_dir: str) -> RawTable:
@@ -221,7 +225,11 @@ def jsonl_objects(path: str, source: str) -> Iterator[Any]:
                 raise ManifestError(f"{source}: line {line_number} is not valid JSON ({error.msg})") from error
 
 
+#: what _first_jsonl_row gives for a file with no rows (a first line `null` is a row: a bad one)
+_NO_ROWS = object()
+
+
 def _first_jsonl_row(path: str, source: str) -> Any:
     for row in jsonl_objects(path, source):
         return row
-    return None
+    return _NO_ROWS

@@ -230,7 +230,8 @@ def evaluate_consistency(results: pl.DataFrame) -> dict:
     summary["n_rows"] = results.height
     if "method" in results.columns and results["method"].drop_nulls().n_unique() == 1:
         summary["method"] = results["method"].drop_nulls()[0]
-        summary["threshold"] = results["threshold"].drop_nulls()[0]
+        thresholds = results["threshold"].drop_nulls() if "threshold" in results.columns else []
+        summary["threshold"] = thresholds[0] if len(thresholds) else None
     return summary
 
 
