@@ -246,3 +246,18 @@ def test_cli_timeout_reaches_the_client(tmp_path, monkeypatch):
     error = pl.read_parquet(out)["error"][0]
     assert "timed out after 0.3 s (the deadline" in error
     assert "timeout_s" not in results_settings(out)  # a deadline does not change a score: resumable with another
+
+
+def test_audio_mode_refuses_files_over_the_cap_per_item(tmp_path):
+    """An audio-mode judge sends whole files as base64: one longer than the cap fails its item, not the run."""
+    from sdscore.protocols.judge.protocol import make_judge
+
+    short, long = _wav(tmp_path / "short.wav", 1.0), _wav(tmp_path / "long.wav", 3.0)
+    frame = manifest([("A", CAPITAL, short, short), ("B", CAPITAL, short, long)], with_labels=False)
+    with ChatServer(lambda i, b, h: completion(labels_json())) as server:
+        judge = make_judge("openai", base_url=server.base_url, model="m", mode="audio", max_audio_seconds=2.0)
+        out = score_judge(frame, judge)
+        judge.client.close()
+    assert out["error"][0] is None
+    assert "long.wav: 3 s exceeds the configured cap of 2 s" in out["error"][1]
+    assert len(server.requests) == 1

@@ -32,9 +32,10 @@ from sdscore.protocols.judge.replies import parse_reply
 AUDIO_SAMPLE_RATE = 16000
 
 
-def wav_bytes(path: str, sample_rate: int = AUDIO_SAMPLE_RATE) -> bytes:
-    """The file decoded to mono at sample_rate and re-encoded as 16-bit PCM WAV."""
-    samples = audio.load(path, sample_rate)
+def wav_bytes(path: str, sample_rate: int = AUDIO_SAMPLE_RATE, max_seconds: float | None = None) -> bytes:
+    """The file decoded to mono at sample_rate and re-encoded as 16-bit PCM WAV (AudioError past
+    max_seconds; None: load's default)."""
+    samples = audio.load(path, sample_rate, max_seconds=max_seconds)
     buffer = io.BytesIO()
     sf.write(buffer, samples, sample_rate, format="WAV", subtype="PCM_16")
     return buffer.getvalue()
@@ -50,8 +51,10 @@ class LLMJudge:
         prompt: PromptTemplate | None = None,
         instruction_source: str = "text",
         name: str | None = None,
+        max_audio_seconds: float | None = None,
     ):
         self.client = client
+        self.max_audio_seconds = max_audio_seconds  # audio mode: longer files fail their item
         self.prompt = prompt or load_prompt(mode)
         if self.prompt.mode != mode:
             raise ValueError(f"the prompt is for {self.prompt.mode} mode but the judge runs in {mode} mode")
@@ -64,6 +67,9 @@ class LLMJudge:
     def __repr__(self) -> str:
         return f"LLMJudge(name={self.name!r}, mode={self.mode!r}, client={self.client!r})"
 
+    def _wav(self, path: str) -> bytes:
+        return wav_bytes(path, max_seconds=self.max_audio_seconds)
+
     def messages(self, item: JudgeItem) -> list[dict]:
         """The chat messages for one item; JudgeError when the item lacks what the mode needs."""
         instruction = instruction_of(item, self.instruction_source)
@@ -72,9 +78,9 @@ class LLMJudge:
                 raise JudgeError(f"item {item.item_id}: no instruction text and no instruction audio")
             fields = {
                 "instruction": instruction,
-                "instruction_audio": wav_bytes(item.instruction_path) if item.instruction_path else None,
-                "audio_1": wav_bytes(item.audio1_path),
-                "audio_2": wav_bytes(item.audio2_path),
+                "instruction_audio": self._wav(item.instruction_path) if item.instruction_path else None,
+                "audio_1": self._wav(item.audio1_path),
+                "audio_2": self._wav(item.audio2_path),
             }
             return self.prompt.messages(fields)
         if instruction is None:

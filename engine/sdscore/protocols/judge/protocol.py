@@ -310,9 +310,11 @@ def make_judge(
     instruction_source: str = "text",
     prices: Mapping[str, Price] | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_audio_seconds: float | None = None,
 ) -> RuleBaselineJudge | LLMJudge:
     """The rule baseline, or an LLM judge at an OpenAI-compatible endpoint (base_url from the argument
-    or SDSCORE_JUDGE_BASE_URL / OPENAI_BASE_URL; replies cached under cache_dir/replies)."""
+    or SDSCORE_JUDGE_BASE_URL / OPENAI_BASE_URL; replies cached under cache_dir/replies);
+    max_audio_seconds caps the files an audio-mode judge sends."""
     if judge == "rule":
         return RuleBaselineJudge(instruction_source=instruction_source)
     if judge != "openai":
@@ -330,7 +332,8 @@ def make_judge(
         timeout_s=timeout_s,
         cache_dir=None if cache_dir is None else Path(cache_dir) / "replies",
     )
-    return LLMJudge(client, mode, load_prompt(mode, prompt_file), instruction_source, name=f"llm-{mode}")
+    return LLMJudge(client, mode, load_prompt(mode, prompt_file), instruction_source, name=f"llm-{mode}",
+                    max_audio_seconds=max_audio_seconds)
 
 
 def results_settings(path: str | os.PathLike) -> dict[str, Any]:

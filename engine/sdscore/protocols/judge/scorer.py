@@ -41,6 +41,7 @@ class JudgeScorer:
         self.judge = make_judge(
             judge, base_url=base_url, model=model, mode=mode, prompt_file=prompt_file, cache_dir=cache_dir,
             concurrency=concurrency, instruction_source=instruction_source, prices=prices, timeout_s=timeout_s,
+            max_audio_seconds=max_audio_seconds,
         )
         self.blueprints = BlueprintBuilder(cache_dir=None if cache_dir is None else Path(cache_dir) / "blueprints",
                                            max_audio_seconds=max_audio_seconds)
@@ -63,8 +64,7 @@ def scoring_job(**settings: Any) -> ScoringJob:
     if settings.get("judge", "rule") == "openai":  # the endpoint is part of what produced the scores
         if "base_url" not in settings:
             settings["base_url"] = next((os.environ[v] for v in BASE_URL_ENV if os.environ.get(v)), None)
-        judge_settings = {k: v for k, v in settings.items() if k not in ("fusion", "max_audio_seconds")}
-        make_judge(**judge_settings).client.close()
+        make_judge(**{k: v for k, v in settings.items() if k != "fusion"}).client.close()
     for name in ("prompt_file", "cache_dir"):
         if name in settings:
             settings[name] = os.path.abspath(settings[name])
