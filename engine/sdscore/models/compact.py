@@ -42,11 +42,16 @@ from sdscore.errors import AudioError, ModelError, SdscoreError
 from sdscore.kernels import gelu_, span_attention
 from sdscore.models import byte_tokens as bt
 from sdscore.models.checkpoint_files import (
+    SizeRule,
+    check_sizes,
+    check_state,
     check_state_fits,
+    missing_safetensors,
     read_json,
     read_safetensors,
     resolve_device,
     resolve_dtype,
+    safetensors_header,
 )
 from sdscore.models.base import Prepared, RewardModel
 from sdscore.models.episodes import Episode
@@ -511,6 +516,7 @@ class CompactRewardModel(RewardModel):
         card = meta.get("card") or {}
         if not isinstance(card, dict):
             raise ModelError(f"{folder / CONFIG_FILE}: 'card' must be an object, got {type(card).__name__}")
+        _check_weight_files(folder, config)
         model = cls(config, card)
         model.load_state_dict(_read_weights(folder, model))
         model = model.eval()
@@ -539,7 +545,9 @@ def _read_config(folder: Path) -> dict[str, Any]:
     if not file.is_file():
         raise ModelError(f"{folder}: {CONFIG_FILE} is missing")
     meta = read_json(file)
-    if not isinstance(meta, dict) or meta.get("kind") != CompactRewardModel.kind:
+    if not isinstance(meta, dict):
+        raise ModelError(f"{file}: expected a JSON object, got {type(meta).__name__}")
+    if meta.get("kind") != CompactRewardModel.kind:
         kind = meta.get("kind") if isinstance(meta, dict) else None
         raise ModelError(f"{file}: kind is {kind!r}, expected 'compact'")
     version = meta.get("version")
@@ -548,9 +556,43 @@ def _read_config(folder: Path) -> dict[str, Any]:
     return meta
 
 
+def _check_weight_files(folder: Path, config: CompactConfig) -> None:
+    """Every tensor's name and shape in model.safetensors' header against the config's model (built
+    on the meta device), before the model is allocated: a config claiming huge sizes is refused,
+    not allocated; the message says which tensors do not fit and which config key disagrees."""
+    file = folder / WEIGHTS_FILE
+    if not file.is_file():
+        raise missing_safetensors(file)
+    header = safetensors_header(file)
+    c = config
+    try:
+        check_sizes(folder / CONFIG_FILE, [
+            SizeRule("d_model", c.d_model, r"norm\.weight", 0),
+            SizeRule("ff_size", c.ff_size, r"blocks\.0\.ff1\.weight", 0),
+            SizeRule("n_layers", c.n_layers, r"blocks\.(\d+)\..+", None),
+            SizeRule("frames_per_token * n_mels", c.frame_size, r"frame_proj\.weight", 1),
+            SizeRule(f"bytes_per_token * {bt.VOCAB_SIZE}", c.bytes_per_token * bt.VOCAB_SIZE, r"embed\.weight", 0),
+        ], header)
+        size_error = None
+    except ModelError as error:
+        size_error = error
+    try:
+        with torch.device("meta"):
+            expected = CompactRewardModel(config).state_dict()
+    except (RuntimeError, ValueError, OverflowError) as error:  # sizes past what torch can describe
+        raise size_error or ModelError(f"{folder / CONFIG_FILE}: sizes too large ({error})") from None
+    try:
+        check_state_fits(header, expected, str(file), "the config")
+    except ModelError as error:
+        raise ModelError(f"{error}; {size_error}" if size_error else str(error)) from None
+    if size_error is not None:
+        raise size_error
+
+
 def _read_weights(folder: Path, model: nn.Module) -> dict[str, torch.Tensor]:
-    """model.safetensors checked against the model's state dict; ModelError naming what differs."""
+    """model.safetensors checked against the model's state dict: names, shapes, float dtypes and
+    finite values; ModelError naming what differs."""
     file = folder / WEIGHTS_FILE
     state = read_safetensors(file)
-    check_state_fits(state, model.state_dict(), str(file), "the config")
+    check_state(state, model.state_dict(), file, "the config")
     return state

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from sdscore.errors import ModelError
-from sdscore.models.checkpoint_files import read_json, read_safetensors
+from sdscore.models.checkpoint_files import check_finite, check_floats, read_json, read_safetensors
 
 HEAD_ONLY_CONFIG = "sdscore_head.json"
 HEAD_ONLY_WEIGHTS = "head.safetensors"
@@ -30,5 +30,13 @@ def read_head_only(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, t
     needed = ("base_model", "kind", "pooling", "hidden_size")
     if not isinstance(meta, dict) or any(k not in meta for k in needed):
         raise ModelError(f"{config_file}: needs the keys {list(needed)}")
+    for key in ("base_model", "kind", "pooling"):
+        if not isinstance(meta[key], str):
+            raise ModelError(f"{config_file}: {key} must be a string, got {meta[key]!r}")
+    size = meta["hidden_size"]
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        raise ModelError(f"{config_file}: hidden_size must be a positive integer, got {size!r}")
     state = read_safetensors(weights_file)
+    check_floats(state.items(), weights_file)
+    check_finite(state.items(), weights_file)
     return meta, state

@@ -16,6 +16,7 @@ import torch
 
 from sdscore.errors import ModelError
 from sdscore.models.base import RewardModel
+from sdscore.models.checkpoint_files import read_config_json
 from sdscore.models.head_only_files import HEAD_ONLY_CONFIG, HEAD_ONLY_WEIGHTS, read_head_only
 from sdscore.models.heads import Pooler, pooling_name
 
@@ -26,6 +27,8 @@ ADAPTERS = {
     "trl-seqcls": ("sdscore.models.trl_seqcls", "TrlSequenceClassifier"),
 }
 
+#: head-only folders may stack (each one's base another's folder) at most this deep
+MAX_HEAD_CHAIN = 8
 #: poolings without weights: a head-only folder may use one its base model does not pool with
 PARAMETER_FREE = ("mean", "last")
 
@@ -39,10 +42,12 @@ def adapter_class(kind: str) -> type[RewardModel]:
 
 
 def detect_kind(path: str | os.PathLike) -> str:
-    """The kind of checkpoint a directory holds; ModelError saying what was looked for."""
+    """The kind of checkpoint a directory holds; ModelError saying what was looked for (or what is
+    wrong with a config.json that is there: invalid JSON at file:line:col, or a wrong type)."""
     folder = Path(path)
     if not folder.is_dir():
         raise ModelError(f"{folder}: not a directory (a reward model is a local checkpoint directory)")
+    read_config_json(folder)
     for kind in ADAPTERS:
         try:
             cls = adapter_class(kind)
@@ -59,16 +64,24 @@ def detect_kind(path: str | os.PathLike) -> str:
 
 def load_reward_model(path: str | os.PathLike, kind: str | None = None, **options: Any) -> RewardModel:
     """Load a reward model directory (head-only directories load their base, then the head)."""
-    folder = Path(path)
-    if (folder / HEAD_ONLY_CONFIG).is_file():
-        return load_head_only(folder, **options)
-    cls = adapter_class(kind or detect_kind(folder))
-    return cls.from_dir(folder, **options)
+    return _load(Path(path), kind, options, ())
 
 
 def load_head_only(path: str | os.PathLike, **options: Any) -> RewardModel:
     """The base model named in sdscore_head.json (via load_reward_model) with this head loaded over it."""
-    folder = Path(path)
+    return _load_head_only(Path(path), options, ())
+
+
+def _load(folder: Path, kind: str | None, options: dict[str, Any], chain: tuple[Path, ...]) -> RewardModel:
+    if (folder / HEAD_ONLY_CONFIG).is_file():
+        return _load_head_only(folder, options, chain)
+    cls = adapter_class(kind or detect_kind(folder))
+    return cls.from_dir(folder, **options)
+
+
+def _load_head_only(folder: Path, options: dict[str, Any], chain: tuple[Path, ...]) -> RewardModel:
+    """load_head_only; `chain`: the head-only folders whose base this one is, outermost first."""
+    chain = (*chain, folder)
     meta, state = read_head_only(folder)
     base_dir = Path(meta["base_model"])
     if not base_dir.is_absolute():
@@ -77,7 +90,15 @@ def load_head_only(path: str | os.PathLike, **options: Any) -> RewardModel:
         raise ModelError(f"{folder / HEAD_ONLY_CONFIG}: base model {meta['base_model']!r} is not a directory ({base_dir})")
     if base_dir.resolve() == folder.resolve():
         raise ModelError(f"{folder / HEAD_ONLY_CONFIG}: base_model points at the head-only folder itself")
-    model = load_reward_model(base_dir, kind=meta["kind"], **options)
+    seen = [f.resolve() for f in chain]
+    if base_dir.resolve() in seen:
+        loop = " -> ".join(str(f) for f in (*chain[seen.index(base_dir.resolve()):], base_dir))
+        raise ModelError(f"{folder / HEAD_ONLY_CONFIG}: head-only folders name each other as base_model in a cycle "
+                         f"({loop}); the chain must end at a full model")
+    if len(chain) >= MAX_HEAD_CHAIN and (base_dir / HEAD_ONLY_CONFIG).is_file():
+        raise ModelError(f"{folder / HEAD_ONLY_CONFIG}: more than {MAX_HEAD_CHAIN} head-only folders in a row "
+                         f"({' -> '.join(str(f) for f in (*chain, base_dir))}); base_model must lead to a full model")
+    model = _load(base_dir, meta["kind"], options, chain)
     if model.kind != meta["kind"]:
         raise ModelError(f"{folder}: head was fitted for a {meta['kind']!r} model, {base_dir} holds {model.kind!r}")
     if int(meta["hidden_size"]) != model.hidden_size:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,7 +46,22 @@ from sdscore.models.chat_prompts import (
     read_system_prompt,
     with_system_prompt,
 )
-from sdscore.models.checkpoint_files import resolve_device, resolve_dtype
+from sdscore.models.checkpoint_files import (
+    LIBRARY_LOAD_ERRORS,
+    SizeRule,
+    TensorInfo,
+    check_finite,
+    check_float_weights,
+    check_sizes,
+    hf_text_rules,
+    missing_safetensors,
+    read_config_json,
+    resolve_device,
+    resolve_dtype,
+    tensor_in,
+    tensor_index,
+    weight_files,
+)
 from sdscore.models.episodes import Episode
 from sdscore.models.heads import Pooler, pooling_name
 
@@ -240,10 +254,13 @@ class SDiaRewardQwenOmni(RewardModel):
             raise ModelError(f"{folder}: unknown options {unknown} for {cls.kind}; expected {list(LOAD_OPTIONS)}")
         if not folder.is_dir():
             raise ModelError(f"{folder}: not a directory (an SDiaReward checkpoint is a save_pretrained folder)")
-        if _read_json(folder / "config.json") is None:
-            raise ModelError(f"{folder}: config.json is missing or unreadable")
+        if read_config_json(folder) is None:
+            raise ModelError(f"{folder}: config.json is missing")
         files = weight_files(folder)
-        keys = tensor_names(files)
+        if not files:
+            raise missing_safetensors(folder / "model.safetensors")
+        keys = tensor_index(files)
+        check_float_weights(keys)
         if "score_head.weight" not in keys:
             raise ModelError(
                 f"{folder}: no score_head.weight in {[f.name for f in files] or 'any *.safetensors file'} — an "
@@ -259,7 +276,9 @@ class SDiaRewardQwenOmni(RewardModel):
                 f"{folder / SYSTEM_PROMPT_FILE} or pass system_prompt=PATH"
             )
         transformers = _transformers()
-        config = cls._thinker_config(transformers, options.get("base") or folder)
+        config_source = Path(options.get("base") or folder)
+        config = cls._thinker_config(transformers, config_source)
+        check_sizes(config_source / "config.json", size_rules(config), keys)
         pooling = cls._pooling(options.get("pooling"), config, keys)
         device = resolve_device(options.get("device"))
         dtype = resolve_dtype(options.get("dtype"), device)
@@ -268,7 +287,9 @@ class SDiaRewardQwenOmni(RewardModel):
         model = cls(backbone, tokenizer, feature_extractor, template, prompt, pooling, options.get("audio_first", False))
         head = read_tensors(keys, ["score_head.weight"] + [k for k in keys if k.startswith("pooler.attn.")])
         cls._load_head(model, folder, head)
-        return model.to(device=device, dtype=dtype).eval()
+        model = model.to(device=device, dtype=dtype).eval()
+        check_finite(model.named_parameters(), tensor_in(keys, folder))
+        return model
 
     @staticmethod
     def _processor_dir(folder: Path, base: str | os.PathLike | None) -> Path:
@@ -288,7 +309,7 @@ class SDiaRewardQwenOmni(RewardModel):
     def _thinker_config(transformers: Any, source: str | os.PathLike) -> Any:
         try:
             return transformers.Qwen2_5OmniThinkerConfig.from_pretrained(os.fspath(source), local_files_only=True)
-        except (OSError, ValueError, TypeError, KeyError) as error:
+        except LIBRARY_LOAD_ERRORS as error:
             raise ModelError(f"{source}: cannot read a Qwen2.5-Omni thinker config from config.json: {error}") from error
 
     @staticmethod
@@ -338,7 +359,7 @@ class SDiaRewardQwenOmni(RewardModel):
                 os.fspath(folder), config=config, dtype=dtype, attn_implementation=attn,
                 local_files_only=True, output_loading_info=True,
             )
-        except (OSError, ValueError, TypeError, KeyError, RuntimeError) as error:
+        except LIBRARY_LOAD_ERRORS as error:
             raise ModelError(f"{folder}: cannot load the Qwen2.5-Omni thinker weights: {error}") from error
         finally:
             transformers.logging.set_verbosity(level)
@@ -372,34 +393,32 @@ def _read_json(file: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def weight_files(folder: Path) -> list[Path]:
-    """The checkpoint's safetensors files: those model.safetensors.index.json names, else *.safetensors."""
-    index = _read_json(folder / "model.safetensors.index.json")
-    if index is not None and isinstance(index.get("weight_map"), dict):
-        return [folder / name for name in sorted(set(index["weight_map"].values()))]
-    return sorted(folder.glob("*.safetensors"))
+def size_rules(config: Any) -> list[SizeRule]:
+    """The thinker config's sizes as the checkpoint's tensors show them (either key layout: the
+    4.x `model.* audio_tower.* visual.*` or the newer `model.language_model.* model.audio_tower.*`)."""
+    text, audio, vision = (getattr(config, name).to_dict() for name in ("text_config", "audio_config", "vision_config"))
+    lm = r"(?:model\.)?(?:language_model\.)?"
+    tower, visual = r"(?:model\.)?audio_tower\.", r"(?:model\.)?visual\."
+    return hf_text_rules(text, lm, "text_config.") + [
+        SizeRule("text_config.hidden_size", text.get("hidden_size"), r"score_head\.weight", 1),
+        SizeRule("audio_config.d_model", audio.get("d_model"), tower + r"conv1\.weight", 0),
+        SizeRule("audio_config.num_mel_bins", audio.get("num_mel_bins"), tower + r"conv1\.weight", 1),
+        SizeRule("audio_config.encoder_ffn_dim", audio.get("encoder_ffn_dim"), tower + r"layers\.0\.fc1\.weight", 0),
+        SizeRule("audio_config.encoder_layers", audio.get("encoder_layers"), tower + r"layers\.(\d+)\..+", None),
+        SizeRule("audio_config.output_dim", audio.get("output_dim"), tower + r"proj\.weight", 0),
+        SizeRule("vision_config.hidden_size", vision.get("hidden_size"), visual + r"patch_embed\.proj\.weight", 0),
+        SizeRule("vision_config.intermediate_size", vision.get("intermediate_size"),
+                 visual + r"blocks\.0\.mlp\.(?:gate_proj|up_proj|fc1)\.weight", 0),
+        SizeRule("vision_config.depth", vision.get("depth"), visual + r"blocks\.(\d+)\..+", None),
+    ]
 
 
-def tensor_names(files: Sequence[Path]) -> dict[str, Path]:
-    """Tensor name -> file, read from the safetensors headers only (no weights are loaded)."""
-    names: dict[str, Path] = {}
-    for file in files:
-        try:
-            with open(file, "rb") as handle:
-                (size,) = struct.unpack("<Q", handle.read(8))
-                header = json.loads(handle.read(size))
-        except (OSError, ValueError, struct.error) as error:
-            raise ModelError(f"{file}: not a readable safetensors file: {error}") from error
-        names.update({name: file for name in header if name != "__metadata__"})
-    return names
-
-
-def read_tensors(names: dict[str, Path], wanted: Sequence[str]) -> dict[str, torch.Tensor]:
+def read_tensors(names: dict[str, TensorInfo], wanted: Sequence[str]) -> dict[str, torch.Tensor]:
     """The `wanted` tensors (float32, CPU) from the files `names` maps them to."""
     from safetensors import safe_open
 
     out = {}
     for name in wanted:
-        with safe_open(os.fspath(names[name]), framework="pt") as handle:
+        with safe_open(os.fspath(names[name].file), framework="pt") as handle:
             out[name] = handle.get_tensor(name).float()
     return out

@@ -31,7 +31,21 @@ from sdscore.models.chat_prompts import (
     text_messages,
     with_system_prompt,
 )
-from sdscore.models.checkpoint_files import resolve_device, resolve_dtype
+from sdscore.models.checkpoint_files import (
+    LIBRARY_LOAD_ERRORS,
+    SizeRule,
+    check_finite,
+    check_float_weights,
+    check_sizes,
+    hf_text_rules,
+    read_config_json,
+    refusing_unsafe_pickles,
+    resolve_device,
+    resolve_dtype,
+    tensor_in,
+    tensor_index,
+    weight_files,
+)
 from sdscore.models.episodes import Episode
 from sdscore.models.heads import Pooler
 
@@ -55,6 +69,18 @@ def _config(folder: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _check_weights(folder: Path, config: dict[str, Any]) -> dict:
+    """The safetensors headers (empty for a pytorch_model.bin checkpoint), checked before anything is
+    allocated: float dtypes for weights, and the config's sizes against the tensors' shapes."""
+    index = tensor_index(weight_files(folder))
+    check_float_weights(index)
+    text = config["text_config"] if isinstance(config.get("text_config"), dict) else config
+    label = "text_config." if text is not config else ""
+    rules = hf_text_rules(text, label=label) + [SizeRule(label + "hidden_size", text.get("hidden_size"), r"score\.weight", 1)]
+    check_sizes(folder / "config.json", rules, index)
+    return index
 
 
 class TrlSequenceClassifier(RewardModel):
@@ -129,14 +155,15 @@ class TrlSequenceClassifier(RewardModel):
         unknown = sorted(set(options) - set(LOAD_OPTIONS))
         if unknown:
             raise ModelError(f"{folder}: unknown options {unknown} for {cls.kind}; expected {list(LOAD_OPTIONS)}")
-        config = _config(folder)
+        config = read_config_json(folder)
         if config is None:
-            raise ModelError(f"{folder}: config.json is missing or unreadable")
+            raise ModelError(f"{folder}: config.json is missing")
         if not any(str(a).endswith(SUFFIX) for a in config.get("architectures") or []):
             raise ModelError(f"{folder / 'config.json'}: architectures {config.get('architectures')} name no *{SUFFIX}")
         labels = config.get("num_labels", len(config.get("id2label") or {}) or 2)
         if labels != 1:
             raise ModelError(f"{folder / 'config.json'}: num_labels is {labels}; a reward model has num_labels=1")
+        index = _check_weights(folder, config)
         prompt = read_system_prompt(folder, options.get("system_prompt"))
         transformers = _transformers()
         device = resolve_device(options.get("device"))
@@ -148,13 +175,16 @@ class TrlSequenceClassifier(RewardModel):
         except (OSError, ValueError, TypeError, KeyError) as error:
             raise ModelError(f"{folder}: cannot load the tokenizer saved with the model: {error}") from error
         try:
-            classifier = transformers.AutoModelForSequenceClassification.from_pretrained(
-                os.fspath(folder), dtype=dtype, attn_implementation=options.get("attn_implementation") or "sdpa",
-                local_files_only=True,
-            )
-        except (OSError, ValueError, TypeError, KeyError, RuntimeError) as error:
+            with refusing_unsafe_pickles(folder):
+                classifier = transformers.AutoModelForSequenceClassification.from_pretrained(
+                    os.fspath(folder), dtype=dtype, attn_implementation=options.get("attn_implementation") or "sdpa",
+                    local_files_only=True,
+                )
+        except LIBRARY_LOAD_ERRORS as error:
             raise ModelError(f"{folder}: cannot load the sequence-classification weights: {error}") from error
         score = getattr(classifier, "score", None)
         if not isinstance(score, nn.Linear) or score.out_features != 1:
             raise ModelError(f"{folder}: {type(classifier).__name__} has no `score` Linear(H, 1) reward head")
-        return cls(classifier, tokenizer, prompt).to(device=device, dtype=dtype).eval()
+        model = cls(classifier, tokenizer, prompt).to(device=device, dtype=dtype).eval()
+        check_finite(classifier.named_parameters(), tensor_in(index, folder))
+        return model

@@ -10,6 +10,7 @@ statistics pooling see only the item's frames, so a batch gives what each item g
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +28,14 @@ from sdscore.features.speaker.speechbrain_layout import (
     find_tagged,
     normalization_from_hparams,
     read_hyperparams,
+)
+from sdscore.models.checkpoint_files import (
+    SizeRule,
+    TensorInfo,
+    check_finite,
+    check_floats,
+    check_sizes,
+    load_torch_pickle,
 )
 
 PIPELINE_VERSION = "ecapa-1"
@@ -202,6 +211,25 @@ class EcapaTdnn(torch.nn.Module):
         return self.fc(x, lengths).squeeze(2)
 
 
+def _size_rules(spec: Tagged) -> list[SizeRule]:
+    """hyperparams.yaml's ECAPA_TDNN sizes as the checkpoint's tensor shapes show them."""
+    defaults = {k: p.default for k, p in inspect.signature(EcapaTdnn).parameters.items()}
+    args = {**defaults, **spec.kwargs}
+    rules = [
+        SizeRule("embedding_model.input_size", args.get("input_size"), r"blocks\.0\.conv\.conv\.weight", 1),
+        SizeRule("embedding_model.lin_neurons", args["lin_neurons"], r"fc\.conv\.weight", 0),
+        SizeRule("embedding_model.attention_channels", args["attention_channels"], r"asp\.tdnn\.conv\.conv\.weight", 0),
+    ]
+    channels = args["channels"]
+    if isinstance(channels, (list, tuple)) and len(channels) >= 3:
+        rules.append(SizeRule("embedding_model.channels[0]", channels[0], r"blocks\.0\.conv\.conv\.weight", 0))
+        rules += [SizeRule(f"embedding_model.channels[{i}]", channels[i], rf"blocks\.{i}\.tdnn1\.conv\.conv\.weight", 0)
+                  for i in range(1, len(channels) - 1)]
+        rules.append(SizeRule(f"embedding_model.channels[{len(channels) - 1}]", channels[-1], r"mfa\.conv\.conv\.weight", 0))
+        rules.append(SizeRule("len(embedding_model.channels) - 1", len(channels) - 1, r"blocks\.(\d+)\..+", None))
+    return rules
+
+
 def _network_from_hparams(spec: Tagged, source: str) -> EcapaTdnn:
     args = {k: v for k, v in spec.kwargs.items() if k not in ("device", "dropout")}
     activation = args.pop("activation", None)
@@ -239,9 +267,20 @@ class EcapaEncoder:
         )
         if normalize_embeddings and self.embedding_norm is None:
             raise ModelError(f"{source}: normalize_embeddings needs a mean_var_norm_emb entry")
-        self.network = _network_from_hparams(find_tagged(hparams, "embedding_model", "ECAPA_TDNN", source), source)
+        spec = find_tagged(hparams, "embedding_model", "ECAPA_TDNN", source)
+        with torch.device("meta"):  # the arguments checked, nothing allocated
+            _network_from_hparams(spec, source)
+        state = load_torch_pickle(weights)
+        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+            raise ModelError(f"{weights}: not a state dict of tensors (expected SpeechBrain's embedding_model.ckpt)")
+        shapes = {name: TensorInfo(weights, str(value.dtype), tuple(value.shape)) for name, value in state.items()}
+        # before the network is allocated: hyperparams.yaml's sizes against the checkpoint's shapes
+        check_sizes(f"{weights}: does not fit the ECAPA_TDNN of {source}", _size_rules(spec), shapes)
+        self.network = _network_from_hparams(spec, source)
+        own = self.network.state_dict()
+        check_floats(((k, v) for k, v in state.items() if k in own and own[k].is_floating_point()), weights)
+        check_finite(state.items(), weights)
         try:
-            state = torch.load(weights, map_location="cpu", weights_only=True)
             self.network.load_state_dict(state)
         except (RuntimeError, TypeError, AttributeError) as error:
             raise ModelError(f"{weights}: does not fit the ECAPA_TDNN of hyperparams.yaml: {error}") from error

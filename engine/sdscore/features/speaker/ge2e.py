@@ -24,6 +24,7 @@ from scipy.ndimage import binary_dilation
 from sdscore.errors import MissingDependencyError, ModelError
 from sdscore.features.cache import hash_file
 from sdscore.features.speaker.forward_pool import ForwardPool
+from sdscore.models.checkpoint_files import check_finite, check_floats, load_torch_pickle
 
 SAMPLE_RATE = 16000
 MEL_WINDOW = 400  # 25 ms
@@ -153,11 +154,15 @@ class Ge2eEncoder:
             path = path / "pretrained.pt"
         if not path.is_file():
             raise ModelError(f"{path}: GE2E weights not found (expected resemblyzer's pretrained.pt)")
+        checkpoint = load_torch_pickle(path)
         try:
-            checkpoint = torch.load(path, map_location="cpu", weights_only=True)
             state = checkpoint.get("model_state", checkpoint)
+            state = {k: v for k, v in state.items() if k.split(".")[0] in ("lstm", "linear")}
             self.network = _Ge2eNetwork()
-            self.network.load_state_dict({k: v for k, v in state.items() if k.split(".")[0] in ("lstm", "linear")})
+            own = self.network.state_dict()
+            check_floats(((k, v) for k, v in state.items() if k in own and own[k].is_floating_point()), path)
+            check_finite(state.items(), path)
+            self.network.load_state_dict(state)
         except (RuntimeError, KeyError, TypeError, AttributeError) as error:
             raise ModelError(f"{path}: not a GE2E checkpoint: {error}") from error
         self.device = torch.device(device)

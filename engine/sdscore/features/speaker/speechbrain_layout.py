@@ -20,6 +20,7 @@ import torch
 import yaml
 
 from sdscore.errors import ModelError
+from sdscore.models.checkpoint_files import check_finite, load_torch_pickle
 
 
 @dataclass
@@ -202,10 +203,11 @@ def normalization_from_hparams(spec: Tagged, stats_file: Path | None, source: st
         raise ModelError(f"{source}: InputNormalization norm_type {norm.norm_type!r} is not supported")
     if stats_file is None or not stats_file.is_file():
         raise ModelError(f"{source}: global InputNormalization needs its statistics file {stats_file}")
+    stats = load_torch_pickle(stats_file)
     try:
-        stats = torch.load(stats_file, map_location="cpu", weights_only=True)
         norm.mean = torch.as_tensor(stats["glob_mean"], dtype=torch.float32)
         norm.std = torch.as_tensor(stats["glob_std"], dtype=torch.float32)
     except (RuntimeError, KeyError, TypeError, OSError) as error:
         raise ModelError(f"{stats_file}: not an InputNormalization statistics file: {error}") from error
+    check_finite([("glob_mean", norm.mean), ("glob_std", norm.std)], stats_file)
     return norm

@@ -18,6 +18,18 @@ import torch
 
 from sdscore.errors import MissingDependencyError, ModelError
 from sdscore.features.cache import combine_digests, hash_file
+from sdscore.models.checkpoint_files import (
+    LIBRARY_LOAD_ERRORS,
+    SizeRule,
+    check_finite,
+    check_float_weights,
+    check_sizes,
+    read_config_json,
+    refusing_unsafe_pickles,
+    tensor_in,
+    tensor_index,
+    weight_files,
+)
 
 PIPELINE_VERSION = "wavlm-1"
 _MODEL_FILES = ("config.json", "preprocessor_config.json", "model.safetensors", "pytorch_model.bin")
@@ -61,11 +73,22 @@ class WavlmEncoder:
         folder = Path(model_dir)
         if not (folder / "config.json").is_file():
             raise ModelError(f"{folder}: no config.json (expected a Hugging Face WavLMForXVector folder)")
+        config = read_config_json(folder)
+        index = tensor_index(weight_files(folder))  # headers only: checked before anything is allocated
+        check_float_weights(index)
+        check_sizes(folder / "config.json", [
+            SizeRule("hidden_size", config.get("hidden_size"), r"(?:wavlm\.)?feature_projection\.projection\.weight", 0),
+            SizeRule("intermediate_size", config.get("intermediate_size"),
+                     r"(?:wavlm\.)?encoder\.layers\.0\.feed_forward\.intermediate_dense\.weight", 0),
+            SizeRule("num_hidden_layers", config.get("num_hidden_layers"), r"(?:wavlm\.)?encoder\.layers\.(\d+)\..+", None),
+        ], index)
         transformers = _transformers()
         try:
-            self.model = transformers.WavLMForXVector.from_pretrained(folder, local_files_only=True)
-        except (OSError, ValueError, KeyError) as error:
+            with refusing_unsafe_pickles(folder):
+                self.model = transformers.WavLMForXVector.from_pretrained(folder, local_files_only=True)
+        except LIBRARY_LOAD_ERRORS as error:
             raise ModelError(f"{folder}: cannot load WavLMForXVector: {error}") from error
+        check_finite(self.model.named_parameters(), tensor_in(index, folder))
         if (folder / "preprocessor_config.json").is_file():
             self.extractor = transformers.Wav2Vec2FeatureExtractor.from_pretrained(folder, local_files_only=True)
         else:
