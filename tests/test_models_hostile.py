@@ -373,7 +373,7 @@ def test_cli_process_exits_2_without_a_traceback(models, manifest, tmp_path):
 
 
 def test_finite_check_is_one_cheap_pass(models):
-    from sdscore.models.checkpoint_files import check_finite
+    from sdscore.checkpoint_files import check_finite
 
     weights = torch.randn(4096, 4096).to(torch.bfloat16)  # 32 MB, one 7B layer's projection
     start = time.perf_counter()

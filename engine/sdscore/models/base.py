@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from sdscore.errors import SdscoreError
-from sdscore.models.checkpoint_files import check_state_fits
+from sdscore.checkpoint_files import check_state_fits
 from sdscore.models.episodes import Episode
 from sdscore.models.heads import score_pooled
 

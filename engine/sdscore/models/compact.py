@@ -41,7 +41,7 @@ from sdscore.atomic_write import atomic_path, write_json
 from sdscore.errors import AudioError, ModelError, SdscoreError
 from sdscore.kernels import gelu_, span_attention
 from sdscore.models import byte_tokens as bt
-from sdscore.models.checkpoint_files import (
+from sdscore.checkpoint_files import (
     SizeRule,
     check_sizes,
     check_state,

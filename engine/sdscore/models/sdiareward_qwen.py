@@ -46,7 +46,7 @@ from sdscore.models.chat_prompts import (
     read_system_prompt,
     with_system_prompt,
 )
-from sdscore.models.checkpoint_files import (
+from sdscore.checkpoint_files import (
     LIBRARY_LOAD_ERRORS,
     SizeRule,
     TensorInfo,

@@ -31,7 +31,7 @@ from sdscore.models.chat_prompts import (
     text_messages,
     with_system_prompt,
 )
-from sdscore.models.checkpoint_files import (
+from sdscore.checkpoint_files import (
     LIBRARY_LOAD_ERRORS,
     SizeRule,
     check_finite,

@@ -29,7 +29,7 @@ from sdscore.features.speaker.speechbrain_layout import (
     normalization_from_hparams,
     read_hyperparams,
 )
-from sdscore.models.checkpoint_files import (
+from sdscore.checkpoint_files import (
     SizeRule,
     TensorInfo,
     check_finite,

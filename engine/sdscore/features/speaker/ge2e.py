@@ -24,7 +24,7 @@ from scipy.ndimage import binary_dilation
 from sdscore.errors import MissingDependencyError, ModelError
 from sdscore.features.cache import hash_file
 from sdscore.features.speaker.forward_pool import ForwardPool
-from sdscore.models.checkpoint_files import check_finite, check_floats, load_torch_pickle
+from sdscore.checkpoint_files import check_finite, check_floats, load_torch_pickle
 
 SAMPLE_RATE = 16000
 MEL_WINDOW = 400  # 25 ms

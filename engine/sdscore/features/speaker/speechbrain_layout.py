@@ -20,7 +20,7 @@ import torch
 import yaml
 
 from sdscore.errors import ModelError
-from sdscore.models.checkpoint_files import check_finite, load_torch_pickle
+from sdscore.checkpoint_files import check_finite, load_torch_pickle
 
 
 @dataclass

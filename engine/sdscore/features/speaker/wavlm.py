@@ -18,7 +18,7 @@ import torch
 
 from sdscore.errors import MissingDependencyError, ModelError
 from sdscore.features.cache import combine_digests, hash_file
-from sdscore.models.checkpoint_files import (
+from sdscore.checkpoint_files import (
     LIBRARY_LOAD_ERRORS,
     SizeRule,
     check_finite,

@@ -138,7 +138,7 @@ class RewardPairsScorer:
 
 def scoring_job(**settings: Any) -> ScoringJob:
     """The ScoringJob of `sdscore score reward` (settings: RewardPairsScorer's)."""
-    from sdscore.models.checkpoint_files import resolve_device
+    from sdscore.checkpoint_files import resolve_device
     from sdscore.models.pretrained import default_model_dir
 
     settings = {k: v for k, v in settings.items() if v is not None}

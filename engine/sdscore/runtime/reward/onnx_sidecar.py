@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from sdscore.errors import ModelError
-from sdscore.models.checkpoint_files import read_json
+from sdscore.checkpoint_files import read_json
 
 SIDECAR_FORMAT = "sdscore-onnx"
 SIDECAR_VERSION = 1

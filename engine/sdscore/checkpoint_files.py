@@ -1,7 +1,8 @@
 """Reading checkpoint files and resolving device/dtype options, with ModelErrors that name the file.
 
-Shared by every adapter, head-only folders, export sidecars, the scorer and the speaker
-embedders. A hostile or broken folder gets one ModelError naming the file and the problem, before
+Shared by every reward-model adapter, head-only folders, export sidecars, the scorer and the
+speaker embedders, so it sits below both models/ and features/ (peers that must not import each
+other). A hostile or broken folder gets one ModelError naming the file and the problem, before
 anything large is allocated where that can be told from the files: JSON that does not parse
 (file:line:col) or has wrong types; pickles that need more than tensors (never unpickled with
 code); config sizes that the weight files' shapes (safetensors headers, read without loading) do
