@@ -26,17 +26,21 @@ import pytest
 import soundfile as sf
 import torch
 from safetensors.torch import load_file, save_file
-from test_speaker_embedders import ECAPA_YAML, _random_ecapa
-from tiny_reward_models import build_tiny_sdiareward, build_tiny_trl
-
 from sdscore.cli import main
 from sdscore.corpus import write_manifest
 from sdscore.corpus.schemas import REWARD_PAIRS
 from sdscore.errors import ModelError
 from sdscore.features.speaker.ecapa import EcapaEncoder
-from sdscore.models.compact import CONFIG_FILE, WEIGHTS_FILE, CompactConfig, CompactRewardModel
+from sdscore.models.compact import (
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    CompactConfig,
+    CompactRewardModel,
+)
 from sdscore.models.head_only import save_head_only
 from sdscore.models.loading import load_reward_model
+from test_speaker_embedders import ECAPA_YAML, _random_ecapa
+from tiny_reward_models import build_tiny_sdiareward, build_tiny_trl
 
 SMALL = CompactConfig(n_mels=32, frames_per_token=4, d_model=32, n_layers=2, n_heads=2, ff_size=64)
 

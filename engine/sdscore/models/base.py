@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from sdscore.errors import SdscoreError
 from sdscore.checkpoint_files import check_state_fits
+from sdscore.errors import SdscoreError
 from sdscore.models.episodes import Episode
 from sdscore.models.heads import score_pooled
 

@@ -38,9 +38,6 @@ from torch import nn
 from torch.nn import functional as F
 
 from sdscore.atomic_write import atomic_path, write_json
-from sdscore.errors import AudioError, ModelError, SdscoreError
-from sdscore.kernels import gelu_, span_attention
-from sdscore.models import byte_tokens as bt
 from sdscore.checkpoint_files import (
     SizeRule,
     check_sizes,
@@ -53,6 +50,9 @@ from sdscore.checkpoint_files import (
     resolve_dtype,
     safetensors_header,
 )
+from sdscore.errors import AudioError, ModelError, SdscoreError
+from sdscore.kernels import gelu_, span_attention
+from sdscore.models import byte_tokens as bt
 from sdscore.models.base import Prepared, RewardModel
 from sdscore.models.episodes import Episode
 from sdscore.models.heads import Pooler, pooling_name

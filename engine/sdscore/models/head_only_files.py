@@ -13,8 +13,13 @@ from typing import Any
 
 import torch
 
+from sdscore.checkpoint_files import (
+    check_finite,
+    check_floats,
+    read_json,
+    read_safetensors,
+)
 from sdscore.errors import ModelError
-from sdscore.checkpoint_files import check_finite, check_floats, read_json, read_safetensors
 
 HEAD_ONLY_CONFIG = "sdscore_head.json"
 HEAD_ONLY_WEIGHTS = "head.safetensors"

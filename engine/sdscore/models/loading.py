@@ -14,10 +14,14 @@ from typing import Any
 
 import torch
 
+from sdscore.checkpoint_files import read_config_json
 from sdscore.errors import ModelError
 from sdscore.models.base import RewardModel
-from sdscore.checkpoint_files import read_config_json
-from sdscore.models.head_only_files import HEAD_ONLY_CONFIG, HEAD_ONLY_WEIGHTS, read_head_only
+from sdscore.models.head_only_files import (
+    HEAD_ONLY_CONFIG,
+    HEAD_ONLY_WEIGHTS,
+    read_head_only,
+)
 from sdscore.models.heads import Pooler, pooling_name
 
 #: adapter classes by kind, imported lazily (transformers is an optional extra)

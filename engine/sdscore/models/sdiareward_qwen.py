@@ -36,16 +36,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from sdscore.errors import MissingDependencyError, ModelError
-from sdscore.models.base import Prepared, RewardModel, left_padded_ids
-from sdscore.models.chat_prompts import (
-    SYSTEM_PROMPT_FILE,
-    chat_template_in,
-    episode_label,
-    multimodal_messages,
-    read_system_prompt,
-    with_system_prompt,
-)
 from sdscore.checkpoint_files import (
     LIBRARY_LOAD_ERRORS,
     SizeRule,
@@ -61,6 +51,16 @@ from sdscore.checkpoint_files import (
     tensor_in,
     tensor_index,
     weight_files,
+)
+from sdscore.errors import MissingDependencyError, ModelError
+from sdscore.models.base import Prepared, RewardModel, left_padded_ids
+from sdscore.models.chat_prompts import (
+    SYSTEM_PROMPT_FILE,
+    chat_template_in,
+    episode_label,
+    multimodal_messages,
+    read_system_prompt,
+    with_system_prompt,
 )
 from sdscore.models.episodes import Episode
 from sdscore.models.heads import Pooler, pooling_name

@@ -30,9 +30,9 @@ import torch
 
 from sdscore import audio as audio_io
 from sdscore.atomic_write import write_json
+from sdscore.checkpoint_files import resolve_device
 from sdscore.errors import AudioError, ModelError
 from sdscore.models.base import Prepared, RewardModel
-from sdscore.checkpoint_files import resolve_device
 from sdscore.models.episodes import Episode, episodes_from_pairs
 from sdscore.models.losses import bradley_terry_loss, pairwise_correct
 

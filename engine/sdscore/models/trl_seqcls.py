@@ -23,14 +23,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from sdscore.errors import MissingDependencyError, ModelError
-from sdscore.models.base import Prepared, RewardModel, left_padded_ids
-from sdscore.models.chat_prompts import (
-    episode_label,
-    read_system_prompt,
-    text_messages,
-    with_system_prompt,
-)
 from sdscore.checkpoint_files import (
     LIBRARY_LOAD_ERRORS,
     SizeRule,
@@ -45,6 +37,14 @@ from sdscore.checkpoint_files import (
     tensor_in,
     tensor_index,
     weight_files,
+)
+from sdscore.errors import MissingDependencyError, ModelError
+from sdscore.models.base import Prepared, RewardModel, left_padded_ids
+from sdscore.models.chat_prompts import (
+    episode_label,
+    read_system_prompt,
+    text_messages,
+    with_system_prompt,
 )
 from sdscore.models.episodes import Episode
 from sdscore.models.heads import Pooler

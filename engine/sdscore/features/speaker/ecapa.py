@@ -19,6 +19,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from sdscore.checkpoint_files import (
+    SizeRule,
+    TensorInfo,
+    check_finite,
+    check_floats,
+    check_sizes,
+    load_torch_pickle,
+)
 from sdscore.errors import ModelError
 from sdscore.features.cache import combine_digests, hash_file
 from sdscore.features.speaker.speechbrain_layout import (
@@ -28,14 +36,6 @@ from sdscore.features.speaker.speechbrain_layout import (
     find_tagged,
     normalization_from_hparams,
     read_hyperparams,
-)
-from sdscore.checkpoint_files import (
-    SizeRule,
-    TensorInfo,
-    check_finite,
-    check_floats,
-    check_sizes,
-    load_torch_pickle,
 )
 
 PIPELINE_VERSION = "ecapa-1"

@@ -21,10 +21,10 @@ import numpy as np
 import torch
 from scipy.ndimage import binary_dilation
 
+from sdscore.checkpoint_files import check_finite, check_floats, load_torch_pickle
 from sdscore.errors import MissingDependencyError, ModelError
 from sdscore.features.cache import hash_file
 from sdscore.features.speaker.forward_pool import ForwardPool
-from sdscore.checkpoint_files import check_finite, check_floats, load_torch_pickle
 
 SAMPLE_RATE = 16000
 MEL_WINDOW = 400  # 25 ms

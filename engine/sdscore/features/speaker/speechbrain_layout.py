@@ -19,8 +19,8 @@ from pathlib import Path
 import torch
 import yaml
 
-from sdscore.errors import ModelError
 from sdscore.checkpoint_files import check_finite, load_torch_pickle
+from sdscore.errors import ModelError
 
 
 @dataclass

@@ -16,8 +16,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sdscore.errors import MissingDependencyError, ModelError
-from sdscore.features.cache import combine_digests, hash_file
 from sdscore.checkpoint_files import (
     LIBRARY_LOAD_ERRORS,
     SizeRule,
@@ -30,6 +28,8 @@ from sdscore.checkpoint_files import (
     tensor_index,
     weight_files,
 )
+from sdscore.errors import MissingDependencyError, ModelError
+from sdscore.features.cache import combine_digests, hash_file
 
 PIPELINE_VERSION = "wavlm-1"
 _MODEL_FILES = ("config.json", "preprocessor_config.json", "model.safetensors", "pytorch_model.bin")

@@ -29,9 +29,9 @@ import torch
 
 from sdscore.audio import load_many
 from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
+from sdscore.checkpoint_files import resolve_device, resolve_dtype
 from sdscore.errors import SdscoreError
 from sdscore.models.base import Prepared, RewardModel
-from sdscore.checkpoint_files import resolve_device, resolve_dtype
 from sdscore.models.episodes import Episode, episodes_from_pairs
 from sdscore.progress import Progress
 from sdscore.runtime.batching import plan_batches

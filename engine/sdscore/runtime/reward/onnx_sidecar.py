@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from sdscore.errors import ModelError
 from sdscore.checkpoint_files import read_json
+from sdscore.errors import ModelError
 
 SIDECAR_FORMAT = "sdscore-onnx"
 SIDECAR_VERSION = 1
