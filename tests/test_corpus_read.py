@@ -158,6 +158,24 @@ def test_a_first_line_that_is_no_object_is_that_rows_problem(tmp_path, first):
     assert frame["pair_id"][1:].to_list() == [r["pair_id"] for r in rows]
 
 
+@pytest.mark.parametrize("chunk", [7, 1 << 20])
+def test_jsonl_invalid_utf8_is_named_by_line(tmp_path, chunk):
+    """pyarrow's JSON reader let invalid UTF-8 through into the strings; the run then failed later
+    with a raw polars error (found by the CLI fuzz test)."""
+    from sdscore.corpus.native_format import check_utf8
+
+    rows = reward_rows(3)
+    rows[0]["pair_id"] = "pair-é-€"  # multi-byte characters that a small chunk splits
+    lines = [json.dumps(row, ensure_ascii=False).encode() for row in rows]
+    lines[1] = lines[1].replace(b'"pair_id": "', b'"pair_id": "\xe2\x28', 1)
+    path = tmp_path / "pairs.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(ManifestError, match=r"pairs\.jsonl: line 2 is not valid UTF-8 text"):
+        check_utf8(str(path), "pairs.jsonl", chunk_bytes=chunk)
+    with pytest.raises(ManifestError, match=r"line 2 is not valid UTF-8 text"):
+        read_manifest(path)
+
+
 def test_jsonl_broken_line_is_named(tmp_path):
     rows = reward_rows(3)
     path = tmp_path / "pairs.jsonl"

@@ -7,6 +7,7 @@ rows found in these files are handed to their converters.
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -59,6 +60,7 @@ def read_parquet(path: str, source: str, base_dir: str) -> RawTable:
 
 def read_jsonl(path: str, source: str, base_dir: str) -> RawTable:
     """Scan a JSONL file (one object a line; blank lines skipped); rows are labelled by line."""
+    check_utf8(path, source)  # pyarrow's reader passes invalid UTF-8 on into the strings
     first = _first_jsonl_row(path, source)
     if is_sdiareward_row(first):
         return read_sdiareward_jsonl(path, source, base_dir)
@@ -211,6 +213,24 @@ def arrow_batches(path: str, source: str) -> tuple[Any, Iterator[Any]]:
     except pa.ArrowInvalid as error:
         raise ManifestError(f"{source}: not a readable Arrow file ({error})") from error
     return file.schema, (file.get_batch(i) for i in range(file.num_record_batches))
+
+
+def check_utf8(path: str, source: str, chunk_bytes: int = 1 << 20) -> None:
+    """ManifestError naming the line of the first byte that is not UTF-8 (one streaming pass)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    lines_before = 1
+    with open(path, "rb") as handle:
+        while True:
+            chunk = handle.read(chunk_bytes)
+            pending = len(decoder.getstate()[0])  # the previous chunk's unfinished character
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as error:
+                line = lines_before + chunk.count(b"\n", 0, max(error.start - pending, 0))
+                raise ManifestError(f"{source}: line {line} is not valid UTF-8 text") from None
+            if not chunk:
+                return
+            lines_before += chunk.count(b"\n")
 
 
 def jsonl_objects(path: str, source: str) -> Iterator[Any]:
