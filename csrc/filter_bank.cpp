@@ -1,13 +1,15 @@
 // Filter design for filter_bank.hpp.
 //
-// The anti-alias / anti-image low-pass has its cutoff at the lower of the two Nyquist
-// frequencies, a transition band from 0.82 to 1.18 of it and ~80 dB stopband. Everything
-// below 0.8 x Nyquist is passed with < 1e-4 ripple, which is what scoring features use, and
-// the short filter (~28 taps at the lower rate) keeps the dot products cheap. Aliases from
-// the transition band land above 0.82 x Nyquist.
+// The anti-alias / anti-image low-pass follows soxr's HQ preset, relative to the lower of the
+// two Nyquist frequencies: flat passband to 0.913 of it, stopband from 1.0 of it (nothing just
+// above the output Nyquist folds back) with >= kStopbandDb of rejection. A Kaiser-windowed sinc
+// with its -6 dB point at the middle of that transition band; Kaiser's length formula gives
+// ~155 taps at the lower rate (the steep band edge is what costs; the old 0.82..1.18, 80 dB
+// filter had ~28). Measured response: README, "Resampler response".
 #include "filter_bank.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -19,10 +21,17 @@ namespace sdscore {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
-constexpr double kStopbandDb = 80.0;
-constexpr double kTransitionWidth = 0.36;  // 0.82 .. 1.18 of the cutoff
+constexpr double kStopbandDb = 105.0;
+constexpr double kPassbandEnd = 0.913;   // of the lower Nyquist frequency
+constexpr double kStopbandBegin = 1.0;   // of the lower Nyquist frequency
 constexpr uint32_t kMaxExactPhases = 1024;
-constexpr uint32_t kInterpolatedRows = 256;  // linear-interpolation error < 3e-5 of full scale
+constexpr size_t kMaxExactFloats = size_t{1} << 21;  // larger exact banks become interpolated
+// Interpolated banks: rows = kRowsPerCycle * (cutoff in cycles per input sample), at least
+// kMinInterpolatedRows. Blending rows spaced 1/rows apart linearly leaves images of the filter
+// at multiples of `rows` cycles per input sample, scaled by about (cutoff / rows)^2: with
+// cutoff / rows <= 1/2048 they sit ~130 dB down, below the stopband.
+constexpr double kRowsPerCycle = 2048.0;
+constexpr uint32_t kMinInterpolatedRows = 64;
 constexpr size_t kMaxBankFloats = size_t{1} << 24;  // 64 MiB per bank
 constexpr size_t kMaxCachedBanks = 32;
 
@@ -57,21 +66,54 @@ void design_row(double frac, double cutoff, uint32_t half, double beta, float* r
   for (size_t j = 0; j < taps; ++j) row[j] = j < h.size() ? static_cast<float>(h[j] / sum) : 0.0f;
 }
 
-std::shared_ptr<const FilterBank> design_bank(uint32_t sr_in, uint32_t sr_out) {
+// Band edges in cycles per input sample: the standard low-pass (keep_hz == 0) or a
+// pre-decimation stage that keeps [0, keep_hz] and rejects what would alias onto it.
+struct Edges {
+  double pass, stop;
+};
+
+Edges band_edges(uint32_t sr_in, uint32_t sr_out, uint32_t keep_hz) {
+  if (keep_hz == 0) {
+    const double nyquist = 0.5 * std::min(1.0, static_cast<double>(sr_out) / sr_in);
+    return {kPassbandEnd * nyquist, kStopbandBegin * nyquist};
+  }
+  return {static_cast<double>(keep_hz) / sr_in,
+          static_cast<double>(sr_out - keep_hz) / sr_in};
+}
+
+// Kaiser's length formula (input samples) for the transition width.
+double kaiser_length(const Edges& e) {
+  return (kStopbandDb - 7.95) / (2.285 * 2.0 * kPi * (e.stop - e.pass));
+}
+
+std::shared_ptr<const FilterBank> design_bank(uint32_t sr_in, uint32_t sr_out, uint32_t keep_hz) {
   auto bank = std::make_shared<FilterBank>();
   const uint32_t g = std::gcd(sr_in, sr_out);
   bank->up = sr_out / g;
   bank->down = sr_in / g;
 
-  // Cutoff in cycles per input sample; Kaiser's length formula for the transition width.
-  const double cutoff = 0.5 * std::min(1.0, static_cast<double>(sr_out) / sr_in);
-  const double length = (kStopbandDb - 7.95) / (2.285 * 2.0 * kPi * kTransitionWidth * cutoff);
+  // The sinc's cutoff sits mid-way through the transition band (for a pre-decimation stage
+  // that is exactly sr_out / (2 sr_in): a half-band filter when sr_out = sr_in / 2).
+  const Edges edges = band_edges(sr_in, sr_out, keep_hz);
+  const double cutoff = keep_hz == 0 ? 0.5 * (edges.pass + edges.stop)
+                                     : static_cast<double>(sr_out) / (2.0 * sr_in);
+  const double length = kaiser_length(edges);
   const double beta = 0.1102 * (kStopbandDb - 8.7);
+  if (length > 2.0 * kMaxBankFloats) {
+    throw std::invalid_argument("resampling " + std::to_string(sr_in) + " Hz -> " +
+                                std::to_string(sr_out) +
+                                " Hz needs a filter too long to be practical; resample in steps");
+  }
   bank->half = static_cast<uint32_t>(std::ceil(length / 2.0));
-  bank->taps = (2 * size_t{bank->half} + 7) / 8 * 8;
+  bank->taps = (2 * size_t{bank->half} + 15) / 16 * 16;
 
-  bank->interpolated = bank->up > kMaxExactPhases;
-  bank->rows = bank->interpolated ? kInterpolatedRows : bank->up;
+  bank->interpolated =
+      bank->up > kMaxExactPhases || size_t{bank->up} * bank->taps > kMaxExactFloats;
+  bank->rows = bank->up;
+  if (bank->interpolated) {
+    bank->rows = std::max(kMinInterpolatedRows,
+                          static_cast<uint32_t>(std::ceil(kRowsPerCycle * cutoff)));
+  }
   const size_t floats = size_t{bank->rows} * bank->taps * (bank->interpolated ? 2 : 1);
   if (floats > kMaxBankFloats) {
     throw std::invalid_argument("resampling " + std::to_string(sr_in) + " Hz -> " +
@@ -101,14 +143,19 @@ std::shared_ptr<const FilterBank> design_bank(uint32_t sr_in, uint32_t sr_out) {
 
 }  // namespace
 
-std::shared_ptr<const FilterBank> filter_bank_for(uint32_t sr_in, uint32_t sr_out) {
+double filter_length(uint32_t sr_in, uint32_t sr_out, uint32_t keep_hz) {
+  return kaiser_length(band_edges(sr_in, sr_out, keep_hz));
+}
+
+std::shared_ptr<const FilterBank> filter_bank_for(uint32_t sr_in, uint32_t sr_out,
+                                                  uint32_t keep_hz) {
   static std::mutex mutex;
-  static std::map<uint64_t, std::shared_ptr<const FilterBank>> cache;
-  const uint64_t key = (static_cast<uint64_t>(sr_in) << 32) | sr_out;
+  static std::map<std::array<uint32_t, 3>, std::shared_ptr<const FilterBank>> cache;
+  const std::array<uint32_t, 3> key{sr_in, sr_out, keep_hz};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  auto bank = design_bank(sr_in, sr_out);  // under the lock: each pair is designed once
+  auto bank = design_bank(sr_in, sr_out, keep_hz);  // under the lock: each is designed once
   if (cache.size() >= kMaxCachedBanks) cache.clear();  // callers keep their shared_ptr alive
   cache.emplace(key, bank);
   return bank;

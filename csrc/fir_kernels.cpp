@@ -1,25 +1,38 @@
 // FIR loops for fir_kernels.hpp. The loops are templates over an "ISA" struct whose static
 // dot products carry the target attribute; instantiating them inside a function with the
-// same attribute lets GCC inline everything into one AVX2 (or baseline) loop, with no
+// same attribute lets GCC inline everything into one AVX-512, AVX2 (or baseline) loop, with no
 // per-sample indirect calls and no translation unit compiled with -mavx2 (which could leak
 // AVX2 code into shared inline functions).
 #include "fir_kernels.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "simd.hpp"
 
 namespace sdscore {
 namespace {
 
+// Outputs k and k + up of an exact bank use the same row, `down` input samples apart; the
+// exact loop computes Isa::kGroup of them per pass, so a row (up to a few KiB, the whole bank
+// often beyond L1) is read once per kGroup outputs instead of once per output.
+
 // Portable baseline: 8 independent partial sums, which the compiler maps to SIMD registers.
 struct GenericIsa {
+  static constexpr size_t kGroup = 4;
   static inline float dot(const float* h, const float* x, size_t taps) {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (size_t j = 0; j < taps; j += 8)
       for (size_t l = 0; l < 8; ++l) acc[l] += h[j + l] * x[j + l];
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  }
+  // out[m * out_stride] = dot(h, x + m * stride) for m < kGroup, h read once.
+  static inline void dot_group(const float* h, const float* x, size_t stride, size_t taps,
+                               float* out, size_t out_stride) {
+    for (size_t m = 0; m < kGroup; ++m) out[m * out_stride] = dot(h, x + m * stride, taps);
   }
   // sum_j (h[j] + a * d[j]) * x[j], in one pass over x.
   static inline float dot_lerp(const float* h, const float* d, const float* x, size_t taps,
@@ -32,38 +45,164 @@ struct GenericIsa {
 };
 
 #ifdef SDSCORE_HAVE_AVX2_KERNELS
+// v holds, in each 128-bit half, partial sums of four outputs (lane l: output l); adds the
+// halves and writes output l to out[l * stride].
+SDSCORE_TARGET_AVX2 inline void store4(__m256 v, float* out, size_t stride) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  out[0] = _mm_cvtss_f32(s);
+  out[stride] = _mm_cvtss_f32(_mm_shuffle_ps(s, s, 1));
+  out[2 * stride] = _mm_cvtss_f32(_mm_shuffle_ps(s, s, 2));
+  out[3 * stride] = _mm_cvtss_f32(_mm_shuffle_ps(s, s, 3));
+}
+
 struct Avx2Isa {
-  // taps is a multiple of 8; two accumulators hide the FMA latency.
+  static constexpr size_t kGroup = 4;
+  // taps is a multiple of 8; four accumulators keep two FMA units busy through their latency.
   SDSCORE_TARGET_AVX2 static inline float dot(const float* h, const float* x, size_t taps) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     size_t j = 0;
-    for (; j + 16 <= taps; j += 16) {
+    for (; j + 32 <= taps; j += 32) {
       a0 = _mm256_fmadd_ps(_mm256_loadu_ps(h + j), _mm256_loadu_ps(x + j), a0);
       a1 = _mm256_fmadd_ps(_mm256_loadu_ps(h + j + 8), _mm256_loadu_ps(x + j + 8), a1);
+      a2 = _mm256_fmadd_ps(_mm256_loadu_ps(h + j + 16), _mm256_loadu_ps(x + j + 16), a2);
+      a3 = _mm256_fmadd_ps(_mm256_loadu_ps(h + j + 24), _mm256_loadu_ps(x + j + 24), a3);
     }
-    if (j < taps) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(h + j), _mm256_loadu_ps(x + j), a0);
-    return hsum(_mm256_add_ps(a0, a1));
+    if (j + 16 <= taps) {
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(h + j), _mm256_loadu_ps(x + j), a0);
+      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(h + j + 8), _mm256_loadu_ps(x + j + 8), a1);
+      j += 16;
+    }
+    if (j < taps) a2 = _mm256_fmadd_ps(_mm256_loadu_ps(h + j), _mm256_loadu_ps(x + j), a2);
+    return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  }
+  // out[m * out_stride] = dot(h, x + m * stride) for m < kGroup (4): each coefficient vector
+  // is loaded once for four outputs; eight accumulators.
+  SDSCORE_TARGET_AVX2 static inline void dot_group(const float* h, const float* x, size_t stride,
+                                                   size_t taps, float* out, size_t out_stride) {
+    const float *x0 = x, *x1 = x + stride, *x2 = x + 2 * stride, *x3 = x + 3 * stride;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps();
+    __m256 a3 = _mm256_setzero_ps(), a4 = _mm256_setzero_ps(), a5 = _mm256_setzero_ps();
+    __m256 a6 = _mm256_setzero_ps(), a7 = _mm256_setzero_ps();
+    size_t j = 0;
+    for (; j + 16 <= taps; j += 16) {
+      const __m256 h0 = _mm256_loadu_ps(h + j), h1 = _mm256_loadu_ps(h + j + 8);
+      a0 = _mm256_fmadd_ps(h0, _mm256_loadu_ps(x0 + j), a0);
+      a1 = _mm256_fmadd_ps(h1, _mm256_loadu_ps(x0 + j + 8), a1);
+      a2 = _mm256_fmadd_ps(h0, _mm256_loadu_ps(x1 + j), a2);
+      a3 = _mm256_fmadd_ps(h1, _mm256_loadu_ps(x1 + j + 8), a3);
+      a4 = _mm256_fmadd_ps(h0, _mm256_loadu_ps(x2 + j), a4);
+      a5 = _mm256_fmadd_ps(h1, _mm256_loadu_ps(x2 + j + 8), a5);
+      a6 = _mm256_fmadd_ps(h0, _mm256_loadu_ps(x3 + j), a6);
+      a7 = _mm256_fmadd_ps(h1, _mm256_loadu_ps(x3 + j + 8), a7);
+    }
+    if (j < taps) {
+      const __m256 h0 = _mm256_loadu_ps(h + j);
+      a0 = _mm256_fmadd_ps(h0, _mm256_loadu_ps(x0 + j), a0);
+      a2 = _mm256_fmadd_ps(h0, _mm256_loadu_ps(x1 + j), a2);
+      a4 = _mm256_fmadd_ps(h0, _mm256_loadu_ps(x2 + j), a4);
+      a6 = _mm256_fmadd_ps(h0, _mm256_loadu_ps(x3 + j), a6);
+    }
+    // hadd twice leaves, per 128-bit half, the partial sums of outputs 0..3 in order.
+    const __m256 h01 = _mm256_hadd_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+    const __m256 h23 = _mm256_hadd_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7));
+    store4(_mm256_hadd_ps(h01, h23), out, out_stride);
+  }
+  SDSCORE_TARGET_AVX2 static inline __m256 blend(__m256 av, const float* h, const float* d,
+                                                 size_t k) {
+    return _mm256_fmadd_ps(av, _mm256_loadu_ps(d + k), _mm256_loadu_ps(h + k));
   }
   // sum_j (h[j] + a * d[j]) * x[j]: blend the two rows in registers, then one dot.
   SDSCORE_TARGET_AVX2 static inline float dot_lerp(const float* h, const float* d, const float* x,
                                                    size_t taps, float a) {
     const __m256 av = _mm256_set1_ps(a);
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     size_t j = 0;
-    for (; j + 16 <= taps; j += 16) {
-      const __m256 c0 = _mm256_fmadd_ps(av, _mm256_loadu_ps(d + j), _mm256_loadu_ps(h + j));
-      const __m256 c1 = _mm256_fmadd_ps(av, _mm256_loadu_ps(d + j + 8), _mm256_loadu_ps(h + j + 8));
-      a0 = _mm256_fmadd_ps(c0, _mm256_loadu_ps(x + j), a0);
-      a1 = _mm256_fmadd_ps(c1, _mm256_loadu_ps(x + j + 8), a1);
+    for (; j + 32 <= taps; j += 32) {
+      a0 = _mm256_fmadd_ps(blend(av, h, d, j), _mm256_loadu_ps(x + j), a0);
+      a1 = _mm256_fmadd_ps(blend(av, h, d, j + 8), _mm256_loadu_ps(x + j + 8), a1);
+      a2 = _mm256_fmadd_ps(blend(av, h, d, j + 16), _mm256_loadu_ps(x + j + 16), a2);
+      a3 = _mm256_fmadd_ps(blend(av, h, d, j + 24), _mm256_loadu_ps(x + j + 24), a3);
     }
-    if (j < taps) {
-      const __m256 c0 = _mm256_fmadd_ps(av, _mm256_loadu_ps(d + j), _mm256_loadu_ps(h + j));
-      a0 = _mm256_fmadd_ps(c0, _mm256_loadu_ps(x + j), a0);
-    }
-    return hsum(_mm256_add_ps(a0, a1));
+    for (; j < taps; j += 8) a0 = _mm256_fmadd_ps(blend(av, h, d, j), _mm256_loadu_ps(x + j), a0);
+    return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
   }
 };
 #endif
+
+#ifdef SDSCORE_HAVE_AVX2_KERNELS
+// AVX-512F: the same loops on 16-float vectors (bank.taps is a multiple of 16), half the
+// instructions per tap of the AVX2 ones. Chosen when the CPU has it.
+#define SDSCORE_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
+struct Avx512Isa {
+  SDSCORE_TARGET_AVX512 static inline float dot(const float* h, const float* x, size_t taps) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    size_t j = 0;
+    for (; j + 64 <= taps; j += 64) {
+      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(h + j), _mm512_loadu_ps(x + j), a0);
+      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(h + j + 16), _mm512_loadu_ps(x + j + 16), a1);
+      a2 = _mm512_fmadd_ps(_mm512_loadu_ps(h + j + 32), _mm512_loadu_ps(x + j + 32), a2);
+      a3 = _mm512_fmadd_ps(_mm512_loadu_ps(h + j + 48), _mm512_loadu_ps(x + j + 48), a3);
+    }
+    for (; j < taps; j += 16)
+      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(h + j), _mm512_loadu_ps(x + j), a0);
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  }
+  // out[m * out_stride] = dot(h, x + m * stride) for m < kGroup (8): each coefficient vector
+  // (aligned: bank rows start on cache lines) is loaded once for eight outputs, one
+  // accumulator each; taps is a multiple of 16.
+  static constexpr size_t kGroup = 8;
+  SDSCORE_TARGET_AVX512 static inline __m256 fold(__m512 v) {
+    return _mm256_add_ps(_mm512_castps512_ps256(v),
+                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  }
+  SDSCORE_TARGET_AVX512 static inline void dot_group(const float* h, const float* x,
+                                                     size_t stride, size_t taps, float* out,
+                                                     size_t out_stride) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
+    __m512 a3 = _mm512_setzero_ps(), a4 = _mm512_setzero_ps(), a5 = _mm512_setzero_ps();
+    __m512 a6 = _mm512_setzero_ps(), a7 = _mm512_setzero_ps();
+    const float *x0 = x, *x1 = x + stride, *x2 = x + 2 * stride, *x3 = x + 3 * stride;
+    const float *x4 = x + 4 * stride, *x5 = x + 5 * stride, *x6 = x + 6 * stride;
+    const float* x7 = x + 7 * stride;
+    for (size_t j = 0; j < taps; j += 16) {
+      const __m512 hv = _mm512_load_ps(h + j);
+      a0 = _mm512_fmadd_ps(hv, _mm512_loadu_ps(x0 + j), a0);
+      a1 = _mm512_fmadd_ps(hv, _mm512_loadu_ps(x1 + j), a1);
+      a2 = _mm512_fmadd_ps(hv, _mm512_loadu_ps(x2 + j), a2);
+      a3 = _mm512_fmadd_ps(hv, _mm512_loadu_ps(x3 + j), a3);
+      a4 = _mm512_fmadd_ps(hv, _mm512_loadu_ps(x4 + j), a4);
+      a5 = _mm512_fmadd_ps(hv, _mm512_loadu_ps(x5 + j), a5);
+      a6 = _mm512_fmadd_ps(hv, _mm512_loadu_ps(x6 + j), a6);
+      a7 = _mm512_fmadd_ps(hv, _mm512_loadu_ps(x7 + j), a7);
+    }
+    // The eight horizontal sums together: halve to 8 lanes, then hadd trees (see store4).
+    store4(_mm256_hadd_ps(_mm256_hadd_ps(fold(a0), fold(a1)), _mm256_hadd_ps(fold(a2), fold(a3))),
+           out, out_stride);
+    store4(_mm256_hadd_ps(_mm256_hadd_ps(fold(a4), fold(a5)), _mm256_hadd_ps(fold(a6), fold(a7))),
+           out + 4 * out_stride, out_stride);
+  }
+  SDSCORE_TARGET_AVX512 static inline __m512 blend(__m512 av, const float* h, const float* d,
+                                                   size_t k) {
+    return _mm512_fmadd_ps(av, _mm512_loadu_ps(d + k), _mm512_loadu_ps(h + k));
+  }
+  SDSCORE_TARGET_AVX512 static inline float dot_lerp(const float* h, const float* d,
+                                                     const float* x, size_t taps, float a) {
+    const __m512 av = _mm512_set1_ps(a);
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    size_t j = 0;
+    for (; j + 32 <= taps; j += 32) {
+      a0 = _mm512_fmadd_ps(blend(av, h, d, j), _mm512_loadu_ps(x + j), a0);
+      a1 = _mm512_fmadd_ps(blend(av, h, d, j + 16), _mm512_loadu_ps(x + j + 16), a1);
+    }
+    if (j < taps) a0 = _mm512_fmadd_ps(blend(av, h, d, j), _mm512_loadu_ps(x + j), a0);
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+  }
+};
+#endif
+
 
 // Advances the output instant by down/up input samples: whole samples move `x`, the
 // remainder (in units of 1/up) is the next phase.
@@ -85,8 +224,18 @@ inline __attribute__((always_inline)) void run_exact(const FilterBank& bank, uin
                                                      const float* x, size_t count, float* out) {
   const Stepper stepper(bank);
   const float* coeffs = bank.coeffs.data();
-  const size_t taps = bank.taps;
-  for (size_t i = 0; i < count; ++i) {
+  const size_t taps = bank.taps, up = bank.up, down = bank.down;
+  size_t i = 0;
+  // Groups of Isa::kGroup * up outputs: after `up` steps the phase is back to `rem` and x has moved
+  // `down` samples, so output i + p + m * up reads row rem_p at x_p + m * down.
+  for (; i + Isa::kGroup * up <= count; i += Isa::kGroup * up) {
+    for (size_t p = 0; p < up; ++p) {
+      Isa::dot_group(coeffs + rem * taps, x, down, taps, out + i + p, up);
+      stepper.step(rem, x);
+    }
+    x += (Isa::kGroup - 1) * down;
+  }
+  for (; i < count; ++i) {
     out[i] = Isa::dot(coeffs + rem * taps, x, taps);
     stepper.step(rem, x);
   }
@@ -112,6 +261,64 @@ inline __attribute__((always_inline)) void run_interpolated(const FilterBank& ba
   }
 }
 
+// Blocks of kHalfbandBlock outputs: the odd input samples are gathered into a contiguous
+// scratch row once, then every tap pair is one multiply-add over 16 outputs at a time, in
+// GCC vector types that compile to the target of the calling function.
+constexpr size_t kHalfbandBlock = 512;
+typedef float V8 __attribute__((vector_size(32)));
+
+inline __attribute__((always_inline)) void halfband_loop(const float* c, size_t pairs,
+                                                         const float* x, size_t count,
+                                                         float* out) {
+  alignas(64) float odd[kHalfbandBlock + 2 * 64 + 16];
+  std::vector<float> big;  // only for filters longer than the stack row allows
+  for (size_t k0 = 0; k0 < count; k0 += kHalfbandBlock) {
+    const size_t nb = std::min(kHalfbandBlock, count - k0);
+    // odd[i] = x[2 * (k0 + i - pairs) + 1] for i < nb + 2 * pairs - 1.
+    const size_t span = nb + 2 * pairs - 1;
+    float* o = odd;
+    if (span > sizeof(odd) / sizeof(float)) {
+      big.resize(span);
+      o = big.data();
+    }
+    const float* xs = x + 2 * static_cast<ptrdiff_t>(k0) - 2 * static_cast<ptrdiff_t>(pairs) + 1;
+    for (size_t i = 0; i < span; ++i) o[i] = xs[2 * i];
+    size_t m = 0;
+    for (; m + 16 <= nb; m += 16) {
+      // Two 8-float GCC vectors: ymm registers under AVX2/AVX-512, SSE pairs otherwise.
+      V8 acc0, acc1, a0, a1, b0, b1;
+      float centre[16];
+      for (size_t l = 0; l < 16; ++l) centre[l] = x[2 * (k0 + m + l)];
+      __builtin_memcpy(&a0, centre, sizeof a0);
+      __builtin_memcpy(&a1, centre + 8, sizeof a1);
+      acc0 = c[0] * a0;
+      acc1 = c[0] * a1;
+      // x[2k + 2i - 1] = o[k - k0 + pairs + i - 1], x[2k - 2i + 1] = o[k - k0 + pairs - i]
+      for (size_t i = 1; i <= pairs; ++i) {
+        const float* a = o + m + pairs + i - 1;
+        const float* b = o + m + pairs - i;
+        __builtin_memcpy(&a0, a, sizeof a0);
+        __builtin_memcpy(&a1, a + 8, sizeof a1);
+        __builtin_memcpy(&b0, b, sizeof b0);
+        __builtin_memcpy(&b1, b + 8, sizeof b1);
+        acc0 += c[i] * (a0 + b0);
+        acc1 += c[i] * (a1 + b1);
+      }
+      __builtin_memcpy(out + k0 + m, &acc0, sizeof acc0);
+      __builtin_memcpy(out + k0 + m + 8, &acc1, sizeof acc1);
+    }
+    for (; m < nb; ++m) {
+      float acc = c[0] * x[2 * (k0 + m)];
+      for (size_t i = 1; i <= pairs; ++i) acc += c[i] * (o[m + pairs + i - 1] + o[m + pairs - i]);
+      out[k0 + m] = acc;
+    }
+  }
+}
+
+void halfband_generic(const float* c, size_t pairs, const float* x, size_t count, float* out) {
+  halfband_loop(c, pairs, x, count, out);
+}
+
 void run_generic(const FilterBank& bank, uint32_t rem, const float* x, size_t count, float* out) {
   if (bank.interpolated) {
     run_interpolated<GenericIsa>(bank, rem, x, count, out);
@@ -129,13 +336,41 @@ SDSCORE_TARGET_AVX2 void run_avx2(const FilterBank& bank, uint32_t rem, const fl
     run_exact<Avx2Isa>(bank, rem, x, count, out);
   }
 }
+
+SDSCORE_TARGET_AVX2 void halfband_avx2(const float* c, size_t pairs, const float* x,
+                                       size_t count, float* out) {
+  halfband_loop(c, pairs, x, count, out);
+}
+
+SDSCORE_TARGET_AVX512 void halfband_avx512(const float* c, size_t pairs, const float* x,
+                                           size_t count, float* out) {
+  halfband_loop(c, pairs, x, count, out);
+}
+
+SDSCORE_TARGET_AVX512 void run_avx512(const FilterBank& bank, uint32_t rem, const float* x,
+                                      size_t count, float* out) {
+  if (bank.interpolated) {
+    run_interpolated<Avx512Isa>(bank, rem, x, count, out);
+  } else {
+    run_exact<Avx512Isa>(bank, rem, x, count, out);
+  }
+}
+
+// SDSCORE_DISABLE_AVX512=1 keeps the AVX2 loops on an AVX-512 CPU (tests compare the two).
+bool use_avx512() {
+  const char* off = std::getenv("SDSCORE_DISABLE_AVX512");
+  if (off != nullptr && std::strcmp(off, "") != 0 && std::strcmp(off, "0") != 0) return false;
+  __builtin_cpu_init();
+  return use_avx2() && __builtin_cpu_supports("avx512f");
+}
 #endif
 
 FirKernels select_kernels() {
 #ifdef SDSCORE_HAVE_AVX2_KERNELS
-  if (use_avx2()) return {run_avx2, "avx2+fma"};
+  if (use_avx512()) return {run_avx512, halfband_avx512, "avx512f"};
+  if (use_avx2()) return {run_avx2, halfband_avx2, "avx2+fma"};
 #endif
-  return {run_generic, "generic"};
+  return {run_generic, halfband_generic, "generic"};
 }
 
 }  // namespace

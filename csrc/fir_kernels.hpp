@@ -1,6 +1,7 @@
 // Inner loops of the polyphase resampler: one FIR dot product per output sample over a
-// FilterBank row. Built for AVX2+FMA and for a portable baseline in the same binary (GCC
-// function target attributes); the CPU picks one once at first use.
+// FilterBank row (four outputs that share a row per pass), and the half-band decimator of the
+// multi-stage path. Built for AVX-512F, AVX2+FMA and a portable baseline in the same binary
+// (GCC function target attributes); the CPU picks one once at first use.
 #pragma once
 
 #include <cstddef>
@@ -16,13 +17,20 @@ namespace sdscore {
 using FirRunFn = void (*)(const FilterBank& bank, uint32_t rem, const float* x, size_t count,
                           float* out);
 
+// Half-band decimation by 2 (a symmetric filter whose even taps other than the centre are
+// zero): out[k] = c[0] * x[2k] + sum_{i=1..pairs} c[i] * (x[2k + 2i - 1] + x[2k - 2i + 1]) for
+// k < count. The caller guarantees x[1 - 2 * pairs .. 2 * count + 2 * pairs - 1) is readable.
+using HalfbandFn = void (*)(const float* c, size_t pairs, const float* x, size_t count,
+                            float* out);
+
 struct FirKernels {
-  FirRunFn run;        // picks the exact or interpolated loop from the bank
-  const char* isa;     // "avx2+fma" or "generic"
+  FirRunFn run;             // picks the exact or interpolated loop from the bank
+  HalfbandFn halfband;
+  const char* isa;          // "avx512f", "avx2+fma" or "generic"
 };
 
 // Kernels for this CPU. Setting SDSCORE_DISABLE_SIMD=1 before first use forces the portable
-// ones (used by tests to check both agree).
+// ones, SDSCORE_DISABLE_AVX512=1 the AVX2 ones (used by tests to check all agree).
 const FirKernels& fir_kernels();
 
 }  // namespace sdscore

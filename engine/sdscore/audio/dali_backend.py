@@ -1,14 +1,19 @@
-"""Audio through NVIDIA DALI: CPU decode, resampling on the GPU when there is one.
+"""Audio through NVIDIA DALI: DALI decodes, the core resamples.
 
-DALI's decoder is CPU-only (WAV, FLAC, OGG); ``audio_resample`` runs on the GPU when a CUDA
-device is visible and on the CPU otherwise. A decode failure fails DALI's whole batch, so a
-failed batch is retried item by item to pin the error on its file and keep the others.
+DALI's decoder is CPU-only (WAV, FLAC, OGG). Resampling is done by ``sdscore._core.resample``
+(the same anti-aliased filter as the other backends), not by DALI's ``fn.audio_resample``:
+measured with DALI 2.4 on the CPU, that operator does not low-pass when downsampling at any
+``quality`` (a 12 kHz tone in 48 kHz audio comes out of 48 -> 16 kHz at full amplitude, at
+4 kHz), so it cannot meet the loader's anti-aliasing contract; its GPU variant was never
+verified here. A decode failure fails DALI's whole batch, so a failed batch is retried item by
+item to pin the error on its file and keep the others.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 import numpy as np
@@ -18,8 +23,6 @@ from sdscore.audio.checks import check_decoded, check_finite
 from sdscore.errors import AudioError, MissingDependencyError
 from sdscore.ragged import pack
 
-#: DALI's quality knob: 100 = 64 sinc lobes (its best), close to soxr HQ in the speech band.
-RESAMPLE_QUALITY = 100.0
 MAX_BATCH = 64
 
 
@@ -43,35 +46,21 @@ def _require_dali():
     return dali
 
 
-def _gpu_device_id() -> int | None:
-    """CUDA device for resampling, or None for CPU-only pipelines."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch.cuda.current_device() if torch.cuda.is_available() else None
-
-
 @lru_cache(maxsize=8)
-def _pipeline(sample_rate: int, num_threads: int, device_id: int | None):
-    """A built pipeline: encoded bytes → (mono float32 at sample_rate, source rate)."""
+def _pipeline(num_threads: int):
+    """A built CPU pipeline: encoded bytes → (mono float32 at the file's rate, that rate)."""
     dali = _require_dali()
     fn, types = dali.fn, dali.types
 
     @dali.pipeline_def(
-        batch_size=MAX_BATCH, num_threads=num_threads, device_id=device_id, prefetch_queue_depth=1
+        batch_size=MAX_BATCH, num_threads=num_threads, device_id=None, prefetch_queue_depth=1
     )
-    def decode_resample():
+    def decode():
         encoded = fn.external_source(name="encoded", dtype=types.UINT8, ndim=1)
         audio, rate = fn.decoders.audio(encoded, dtype=types.FLOAT, downmix=True)
-        if device_id is not None:
-            audio = audio.gpu()
-        resampled = fn.audio_resample(
-            audio, in_rate=rate, out_rate=float(sample_rate), quality=RESAMPLE_QUALITY
-        )
-        return resampled, rate, audio
+        return audio, rate
 
-    pipe = decode_resample()
+    pipe = decode()
     pipe.build()
     return pipe
 
@@ -99,21 +88,23 @@ def _to_numpy(tensor_list) -> list[np.ndarray]:
 
 def _run(pipe, encoded: list[np.ndarray]):
     pipe.feed_input("encoded", encoded)
-    resampled, rates, decoded = pipe.run()
-    return _to_numpy(resampled), [int(np.array(r).reshape(-1)[0]) for r in rates], _to_numpy(
-        decoded
-    )
+    decoded, rates = pipe.run()
+    return _to_numpy(decoded), [int(np.array(r).reshape(-1)[0]) for r in rates]
 
 
-def _checked(path, resampled, rate, decoded, max_seconds) -> np.ndarray:
+def _checked(path, decoded, rate, sample_rate, max_seconds) -> np.ndarray:
     check_decoded(path, len(decoded), rate, max_seconds)
     check_finite(path, decoded)
-    return resampled
+    if rate == sample_rate:
+        return decoded
+    from sdscore import _core
+
+    return _core.resample(decoded, rate, sample_rate)  # releases the GIL
 
 
-def _decode_chunk(sample_rate, num_threads, paths, encoded, max_seconds):
+def _decode_chunk(sample_rate, num_threads, paths, encoded, max_seconds, pool):
     """(waveform, error) per item; DALI fails a whole batch on one bad file, so isolate it."""
-    pipe = _pipeline(sample_rate, num_threads, _gpu_device_id())
+    pipe = _pipeline(num_threads)
     try:
         outputs = list(zip(*_run(pipe, encoded)))
     except Exception as exc:
@@ -123,15 +114,17 @@ def _decode_chunk(sample_rate, num_threads, paths, encoded, max_seconds):
         return [
             r
             for p, e in zip(paths, encoded)
-            for r in _decode_chunk(sample_rate, num_threads, [p], [e], max_seconds)
+            for r in _decode_chunk(sample_rate, num_threads, [p], [e], max_seconds, pool)
         ]
-    results = []
-    for path, (resampled, rate, decoded) in zip(paths, outputs):
+
+    def one(item):
+        path, (decoded, rate) = item
         try:
-            results.append((_checked(path, resampled, rate, decoded, max_seconds), None))
+            return _checked(path, decoded, rate, sample_rate, max_seconds), None
         except AudioError as exc:
-            results.append((np.zeros(0, np.float32), str(exc)))
-    return results
+            return np.zeros(0, np.float32), str(exc)
+
+    return list(pool.map(one, zip(paths, outputs)))
 
 
 def load_many(
@@ -148,14 +141,16 @@ def load_many(
             readable.append(i)
         except AudioError as exc:
             results[i] = (np.zeros(0, np.float32), str(exc))
-    for start in range(0, len(readable), MAX_BATCH):
-        idx = readable[start : start + MAX_BATCH]
-        chunk = [os.fspath(paths[i]) for i in idx]
-        decoded = _decode_chunk(
-            int(sample_rate), max(1, num_threads), chunk, encoded[start : start + MAX_BATCH], max_seconds
-        )
-        for i, result in zip(idx, decoded):
-            results[i] = result
+    threads = max(1, num_threads)
+    with ThreadPoolExecutor(threads) as pool:
+        for start in range(0, len(readable), MAX_BATCH):
+            idx = readable[start : start + MAX_BATCH]
+            chunk = [os.fspath(paths[i]) for i in idx]
+            decoded = _decode_chunk(
+                int(sample_rate), threads, chunk, encoded[start : start + MAX_BATCH], max_seconds, pool
+            )
+            for i, result in zip(idx, decoded):
+                results[i] = result
     data, offsets = pack([wave for wave, _ in results])
     return AudioBatch(data, offsets, [err for _, err in results], int(sample_rate))
 
