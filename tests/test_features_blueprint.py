@@ -164,6 +164,16 @@ def test_blueprint_of_a_row_explains_each_null():
     )
 
 
+def test_a_refused_quality_measure_is_unavailable_with_its_reason_not_an_error():
+    """DNSMOS refuses samples outside [-1, 1] (as speechmos does): the blueprint keeps every other
+    field and says why the quality fields are empty."""
+    reason = "quality: samples outside [-1, 1] at 16000 Hz (peak 1.2)"
+    out = bp.blueprint({"transcript": "hi", "pitch_mean_hz": 120.0, "error": None, "refused": reason}, {})
+    assert "error" not in out and out["agent_audio_properties"]["Mean_Pitch_Hz"] == 120.0
+    assert out["unavailable"]["P808_Overall_Quality"] == reason
+    assert out["unavailable"]["Integrated_Loudness_LUFS"].startswith("audio shorter than one 400 ms block")
+
+
 def test_bad_batch_size_is_refused():
     with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
         BlueprintBuilder(batch_size=0)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from sdscore.ragged import check_offsets
+
+#: Full scale of float audio: samples in [-1, 1] are what every int16/PCM path can hold.
+FULL_SCALE = 1.0
 
 
 @dataclass(frozen=True)
@@ -15,6 +19,12 @@ class AudioBatch:
     """Waveforms of n items as one flat float32 buffer; item i is ``data[offsets[i]:offsets[i+1]]``.
 
     ``errors[i]`` is None for a loaded item, else the error text naming its file (the item is empty).
+
+    Samples outside [-1, 1] are kept as decoded and resampled (a float WAV may hold them, and
+    resampling a full-scale 8 kHz file overshoots): no backend clips. ``peaks`` records each
+    item's largest magnitude and ``over_full_scale`` flags the items above ``FULL_SCALE``; an
+    extractor whose reference refuses such input refuses the item too (see README, "Samples
+    outside [-1, 1]").
     """
 
     data: np.ndarray
@@ -50,6 +60,20 @@ class AudioBatch:
     def durations(self) -> np.ndarray:
         """Seconds per item (float64)."""
         return self.lengths / float(self.sample_rate)
+
+    @cached_property
+    def peaks(self) -> np.ndarray:
+        """Largest |sample| per item (float32; 0 for an empty item)."""
+        peaks = np.zeros(len(self), np.float32)
+        full = np.flatnonzero(self.lengths > 0)
+        if len(full):
+            peaks[full] = np.maximum.reduceat(np.abs(self.data), self.offsets[full])
+        return peaks
+
+    @property
+    def over_full_scale(self) -> np.ndarray:
+        """Boolean mask of items with a sample outside [-FULL_SCALE, FULL_SCALE]."""
+        return self.peaks > FULL_SCALE
 
     @property
     def ok(self) -> np.ndarray:

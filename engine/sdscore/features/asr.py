@@ -71,6 +71,8 @@ class PocketsphinxAsr:
         """Words with times of one 16 kHz utterance (fillers and silences dropped)."""
         if len(x) == 0:
             return []
+        # int16 PCM (pocketsphinx's input) holds only full scale: samples outside [-1, 1] clip,
+        # as in any float -> PCM conversion a reference pipeline must do before pocketsphinx.
         pcm = (np.clip(x, -1.0, 1.0) * 32767).astype(np.int16).tobytes()
         d = self.decoder
         d.reinit_feat()  # noise and cepstral-mean estimates carry over between utterances otherwise

@@ -180,10 +180,12 @@ def blueprint(row: Mapping, missing: Mapping[str, str] | None = None) -> dict:
     for field in ("agent_response", "agent_emotion", "agent_accent"):
         if out[field] is None:
             unavailable[field] = (missing or {}).get(field) or "not computed"
+    declined = row.get("refused") or ""
     for group in ("agent_audio_quality", "agent_audio_properties"):
         for field, value in out[group].items():
             if value is None:
-                unavailable[field] = _reason(field)
+                quality_refused = group == "agent_audio_quality" and declined.startswith("quality:")
+                unavailable[field] = declined if quality_refused else _reason(field)
     if unavailable:
         out["unavailable"] = unavailable
     return out

@@ -4,7 +4,10 @@ Each extractor is a class with ``name``, ``requires`` (extractors whose columns 
 ``schema`` (its output columns) and ``run(batch, inputs) -> {column: list}`` over loaded items
 only; it loads its models in ``__init__`` so one instance serves many batches (the Ray Data
 callable-class shape). Items whose audio failed get nulls and their error; an extractor that
-raises on a batch is retried item by item, so one bad item never costs the others.
+raises on a batch is retried item by item, so one bad item never costs the others. An extractor
+that refuses some items itself (DNSMOS on samples outside [-1, 1]) returns None in their columns
+and their reasons under ``ROW_ERRORS`` (a list with None for the items it scored); those go to
+the ``refused`` column, not ``error``: the item's other features stand.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ REGISTRY: dict[str, str] = {
     "emotion": "sdscore.features.classifiers:emotion_classifier",
     "accent": "sdscore.features.classifiers:accent_classifier",
 }
+
+
+#: Optional key of an extractor's result: per-item refusal reasons (None = scored).
+ROW_ERRORS = "row_errors"
 
 
 @runtime_checkable
@@ -98,7 +105,9 @@ def resolve(
 def extract(
     extractors: Sequence[str | Extractor], batch: AudioBatch, **options
 ) -> pl.DataFrame:
-    """Run extractors over a batch: one row per item, their columns plus ``error`` (str | None).
+    """Run extractors over a batch: one row per item, their columns plus ``error`` (str | None: the
+    audio or an extractor failed) and ``refused`` (str | None: "extractor: reason" for features an
+    extractor declined, e.g. DNSMOS on samples outside [-1, 1]; their columns are null).
 
     ``options`` are per-extractor dicts, e.g. ``extract(["pitch"], batch, pitch={"fmin": 60})``.
     Columns of dependencies pulled in (``asr`` for ``rate``) are included.
@@ -108,15 +117,18 @@ def extract(
     chain = resolve(extractors, options)
     n = len(batch)
     errors: list[list[str]] = [[e] if e else [] for e in batch.errors]
+    refusals: list[list[str]] = [[] for _ in range(n)]
     ok = [i for i in range(n) if batch.errors[i] is None]
     sub = select(batch, ok)
     columns: dict[str, list] = {}
     schema: dict[str, pl.DataType] = {}
     for ex in chain:
         inputs = {c: [columns[c][i] for i in ok] for c in columns}
-        values, failed = run_isolated(ex, sub, inputs)
+        values, failed, declined = run_isolated(ex, sub, inputs)
         for j, message in failed.items():
             errors[ok[j]].append(f"{ex.name}: {message}")
+        for j, message in declined.items():
+            refusals[ok[j]].append(f"{ex.name}: {message}")
         for col, dtype in ex.schema.items():
             full = [None] * n
             for j, i in enumerate(ok):
@@ -126,35 +138,35 @@ def extract(
     frame["error"] = pl.Series(
         "error", ["; ".join(e) if e else None for e in errors], dtype=pl.Utf8
     )
+    frame["refused"] = pl.Series("refused", ["; ".join(r) if r else None for r in refusals], dtype=pl.Utf8)
     return pl.DataFrame(frame)
 
 
 def run_isolated(
     ex: Extractor, batch: AudioBatch, inputs: Mapping[str, list]
-) -> tuple[dict[str, list], dict[int, str]]:
-    """Run ex on the batch; if it raises, rerun item by item and report the items that fail."""
+) -> tuple[dict[str, list], dict[int, str], dict[int, str]]:
+    """Run ex on the batch: (columns, {item: error}, {item: refusal}); if it raises, rerun item by
+    item and report the items that fail."""
     try:
-        return checked(ex, ex.run(batch, inputs), len(batch)), {}
+        values = ex.run(batch, inputs)
+        return checked(ex, values, len(batch)), {}, refused(ex, values, len(batch))
     except Exception as exc:  # noqa: BLE001 - isolated below, re-raised text goes in the row
         if len(batch) <= 1:
-            return {c: [None] * len(batch) for c in ex.schema}, {
-                i: str(exc) for i in range(len(batch))
-            }
+            return {c: [None] * len(batch) for c in ex.schema}, {i: str(exc) for i in range(len(batch))}, {}
     values: dict[str, list] = {c: [] for c in ex.schema}
     failed: dict[int, str] = {}
+    declined: dict[int, str] = {}
     for i in range(len(batch)):
         try:
-            one = checked(
-                ex,
-                ex.run(select(batch, [i]), {c: [v[i]] for c, v in inputs.items()}),
-                1,
-            )
+            result = ex.run(select(batch, [i]), {c: [v[i]] for c, v in inputs.items()})
+            one = checked(ex, result, 1)
+            declined.update({i: reason for reason in refused(ex, result, 1).values()})
         except Exception as exc:  # noqa: BLE001 - the message becomes the row's error
             failed[i] = str(exc) or type(exc).__name__
             one = {c: [None] for c in ex.schema}
         for c in ex.schema:
             values[c].append(one[c][0])
-    return values, failed
+    return values, failed, declined
 
 
 def checked(ex: Extractor, values: Mapping[str, list], n: int) -> dict[str, list]:
@@ -168,6 +180,18 @@ def checked(ex: Extractor, values: Mapping[str, list], n: int) -> dict[str, list
             )
         out[col] = list(values[col])
     return out
+
+
+def refused(ex: Extractor, values: Mapping[str, list], n: int) -> dict[int, str]:
+    """{item: reason} from the extractor's optional ROW_ERRORS list (checked to hold n entries)."""
+    reasons = values.get(ROW_ERRORS)
+    if reasons is None:
+        return {}
+    if len(reasons) != n:
+        raise RuntimeError(
+            f"extractor {ex.name!r} {ROW_ERRORS}: expected {n} values, {len(reasons)} values"
+        )
+    return {i: str(r) for i, r in enumerate(reasons) if r is not None}
 
 
 def select(batch: AudioBatch, indices: Sequence[int]) -> AudioBatch:

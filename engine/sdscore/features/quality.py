@@ -3,8 +3,10 @@
 Same numbers as ``speechmos.dnsmos.run`` (the Microsoft ``dnsmos_local.py`` algorithm): clips
 shorter than 9.01 s are tiled by doubling, 9.01 s windows every 1 s — a window whose float end
 index truncates one sample short is skipped, as there — raw scores calibrated by the polyfits,
-then averaged. Two things make it fast. The windows of many files run in one onnxruntime batch.
-And the P.835 network's expensive part, 3×3 "same" convolutions on the log-power spectrogram
+then averaged. An item with a sample outside [-1, 1] (after resampling to 16 kHz) is refused
+with a per-row error (``ROW_ERRORS``), as speechmos raises ValueError on it.
+
+Two things make it fast. The windows of many files run in one onnxruntime batch. And the P.835 network's expensive part, 3×3 "same" convolutions on the log-power spectrogram
 (frames of 20 ms every 10 ms, so a 1 s hop is exactly 100 frames), is shift-equivariant: it is
 computed once per file over all its frames and sliced into windows, and only the few frames at
 each window edge, where a window's zero padding matters, are recomputed on small patches.
@@ -21,8 +23,9 @@ import polars as pl
 import scipy.fft
 
 from sdscore.audio import AudioBatch
+from sdscore.audio.batch import FULL_SCALE
 from sdscore.errors import MissingDependencyError, ModelError
-from sdscore.features.extract import resample
+from sdscore.features.extract import ROW_ERRORS, resample
 
 SAMPLE_RATE = 16000
 INPUT_LENGTH = 9.01
@@ -431,10 +434,13 @@ class Dnsmos:
         self, batch: AudioBatch, inputs: Mapping[str, list] | None = None
     ) -> dict[str, list]:
         batch = resample(batch, SAMPLE_RATE)
-        keep = [i for i in range(len(batch)) if len(batch[i])]
+        refused = [over_full_scale(p) if p > FULL_SCALE else None for p in batch.peaks]
+        keep = [i for i in range(len(batch)) if len(batch[i]) and refused[i] is None]
         signals = [tile(batch[i]) for i in keep]
         windows = [window_indices(len(x)) for x in signals]
         cols: dict[str, list] = {c: [None] * len(batch) for c in self.schema}
+        if any(refused):
+            cols[ROW_ERRORS] = refused
         if not keep:
             return cols
         for kind, model in self.p835.items():
@@ -446,6 +452,14 @@ class Dnsmos:
             for i, s in zip(keep, self.p808.scores(signals, windows)):
                 cols["p808_mos"][i] = float(np.mean(s))
         return cols
+
+
+def over_full_scale(peak: float) -> str:
+    """Why an item is refused: speechmos.dnsmos.run raises ValueError on such an array."""
+    return (
+        f"samples outside [-1, 1] at {SAMPLE_RATE} Hz (peak {peak:.4g}); DNSMOS refuses them "
+        "as speechmos does: scale or clip the audio to full scale first"
+    )
 
 
 def _existing(path: Path) -> Path:
