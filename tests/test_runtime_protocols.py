@@ -262,3 +262,19 @@ def test_reward_clips_cut_to_the_model_window_are_scored_with_a_warning(tiny_cor
     turn = len(long_row["chosen"]) - 1
     assert results["warning"].to_list() == [f"chosen: turn {turn} (31.0 s) cut to the model's first 30 s", None]
     assert results["error"].null_count() == 2 and results["chosen_reward"].null_count() == 0
+
+
+@pytest.mark.parametrize("protocol", ["consistency", "judge"])
+def test_a_cached_result_does_not_bypass_the_audio_cap(protocol, tiny_corpus, tmp_path):
+    """Embeddings and blueprints are cached by content: a file scored once without a cap must
+    still fail its row when a later run sets one, exactly as if it were decoded again."""
+    _, id_column, options = PROTOCOLS[protocol]
+    row = _with_audio(protocol, _absolute_manifest(tiny_corpus, protocol, tmp_path)[0],
+                      _long_clip(tmp_path / "long.wav", 25.5))
+    manifest = _write_jsonl(tmp_path / "m.jsonl", [row])
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    first, second = tmp_path / "first.parquet", tmp_path / "second.parquet"
+    assert main(["score", protocol, str(manifest), "--out", str(first), *cache, *options]) == 0
+    assert main(["score", protocol, str(manifest), "--out", str(second), "--max-audio-seconds", "25",
+                 *cache, *options]) == 1
+    assert "long.wav: 25.5 s exceeds the configured cap of 25 s" in pl.read_parquet(second)["error"][0]

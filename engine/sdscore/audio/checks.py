@@ -57,6 +57,24 @@ def check_decoded(path: str, frames: int, sample_rate: int, max_seconds: float) 
         )
 
 
+def over_cap(path: str, max_seconds: float | None) -> str | None:
+    """The loader's over-the-cap error for a file, from its header alone (None: within the cap, no
+    cap, or a header soundfile cannot read — decoding then says what is wrong). For results
+    served from a cache, so that a cached file is refused exactly as a decoded one would be."""
+    import soundfile as sf
+
+    cap = resolve_max_seconds(max_seconds)
+    if cap <= 0:
+        return None
+    try:
+        info = sf.info(path)
+    except Exception:  # noqa: BLE001 - any unreadable header is the decoder's to report
+        return None
+    if info.samplerate <= 0 or info.frames / info.samplerate <= cap:
+        return None
+    return f"{path}: {format_seconds(info.frames / info.samplerate)} s exceeds the configured cap of {format_seconds(cap)} s"
+
+
 def format_seconds(seconds: float) -> str:
     """Seconds to at most 3 decimals without trailing zeros (the core's format: 3, 2.5, 0.125)."""
     return f"{seconds:.3f}".rstrip("0").rstrip(".")

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from sdscore import __version__
 from sdscore.audio import load_many
+from sdscore.audio.checks import over_cap
 from sdscore.features.cache import ContentCache, cache_key, hash_file, hash_settings
 from sdscore.features.extract import extract, resolve
 
@@ -120,7 +121,10 @@ class BlueprintBuilder:
                 }
                 continue
             cached = self.cache.get_json(key) if self.cache is not None else None
-            if cached is not None:
+            refused = over_cap(os.fspath(p), self.max_audio_seconds) if cached is not None else None
+            if refused is not None:  # as if decoded: a cache must not change which rows fail
+                rows[i] = {"error": refused}
+            elif cached is not None:
                 rows[i] = cached
             else:
                 todo.setdefault(key, []).append(i)

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from sdscore.audio import AudioBatch, load_many
+from sdscore.audio.checks import over_cap
 from sdscore.errors import AudioError, ModelError
 from sdscore.features.cache import ContentCache, hash_file, hash_samples
 from sdscore.progress import Progress
@@ -120,6 +121,11 @@ class SpeakerEmbedder:
                 errors[path] = f"{path}: cannot read audio file: {error.strerror or error}"
         cached = self.cache.get_arrays(set(keys.values()))
         found = {path: cached[key] for path, key in keys.items() if key in cached}
+        for path in list(found):  # as if decoded: a cache must not change which rows fail
+            refused = over_cap(path, self.max_audio_seconds)
+            if refused is not None:
+                errors[path] = refused
+                del found[path]
         todo_keys = list(dict.fromkeys(k for k in keys.values() if k not in cached))
         first_path = {}
         for path, key in keys.items():
