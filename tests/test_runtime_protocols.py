@@ -278,3 +278,27 @@ def test_a_cached_result_does_not_bypass_the_audio_cap(protocol, tiny_corpus, tm
     assert main(["score", protocol, str(manifest), "--out", str(second), "--max-audio-seconds", "25",
                  *cache, *options]) == 1
     assert "long.wav: 25.5 s exceeds the configured cap of 25 s" in pl.read_parquet(second)["error"][0]
+
+
+def test_a_corrupt_data_page_under_a_good_footer_is_a_message_not_a_traceback(tiny_corpus, tmp_path, capsys):
+    """The footer (schema, row count) reads, a data page does not decompress: found by the CLI
+    fuzz test as a raw polars ComputeError midway through a run."""
+    import pyarrow.parquet as pq
+
+    frame = read_manifest(tiny_corpus / "reward_pairs.parquet", "reward")
+    path = tmp_path / "m.parquet"
+    frame.write_parquet(path, compression="zstd", row_group_size=4)
+    data = bytearray(path.read_bytes())
+    meta = pq.ParquetFile(path).metadata
+    group = meta.row_group(1)  # rows 5-8; its largest column that is not a key (keys are read up front)
+    column = max((group.column(i) for i in range(group.num_columns) if group.column(i).path_in_schema != "pair_id"),
+                 key=lambda c: c.total_compressed_size)
+    start, end = column.data_page_offset + column.total_compressed_size // 3, column.data_page_offset + \
+        column.total_compressed_size
+    data[start:end] = b"\xab" * (end - start)  # junk inside the compressed page, its header intact
+    path.write_bytes(bytes(data))
+    assert pq.ParquetFile(path).metadata.num_rows == frame.height  # the footer still reads
+    out = tmp_path / "out.parquet"
+    assert main(["score", "reward", str(path), "--out", str(out), "--window-rows", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "could not read rows 5-8 of the manifest" in " ".join(err.split()) and "Traceback" not in err

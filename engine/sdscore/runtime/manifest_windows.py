@@ -48,7 +48,10 @@ class ManifestWindows:
         # file-level problems (a missing required column, a column of the wrong kind) stop the run
         # here, before any model loads; row problems become the rows' errors, window by window
         validate_manifest(scan.head(0).collect(), self.protocol, self.source, errors="collect")
-        keys = self._keys(scan)
+        try:
+            keys = self._keys(scan)
+        except pl.exceptions.PolarsError as error:  # e.g. a corrupt data page under good metadata
+            raise ManifestError(f"{self.source}: could not read the manifest's key columns ({error})") from error
         self.n_rows = keys.height
         self.first_rows = manifest_first_rows(keys, self.protocol)
         self.keys_digest = _frame_digest(keys)
@@ -77,7 +80,11 @@ class WindowReader:
 
     def window(self, start: int, stop: int, first_rows: pl.Series) -> pl.DataFrame:
         """Rows [start, stop) typed and validated in collect mode, numbered as in the file, paths resolved."""
-        raw = pl.scan_parquet(self.scan_path).slice(start, stop - start).collect()
+        try:
+            raw = pl.scan_parquet(self.scan_path).slice(start, stop - start).collect()
+        except pl.exceptions.PolarsError as error:  # a corrupt data page: its rows cannot be told apart
+            raise ManifestError(f"{self.source}: could not read rows {start + 1}-{stop} of the manifest "
+                                f"({error})") from error
         frame = validate_manifest(raw, self.protocol, self.source, errors="collect", row_offset=start,
                                   first_rows=first_rows)
         return resolve_audio_paths(frame, self.protocol, self.base_dir)
