@@ -208,6 +208,9 @@ class Ge2eEncoder:
         """Embeddings [N, 256] (float32, L2-normed; NaN rows where errors[i] is set) of 16 kHz waves.
 
         The main thread prepares partial windows while the workers run full LSTM batches of them.
+        Every forward has exactly partials_per_batch rows (the last one padded with zeros): a
+        matmul's rounding depends on its row count, not on a row's place, so a file's embedding
+        is then the same bits whichever files share its call (a resumed run equals a whole one).
         """
         out = np.full((len(waves), HIDDEN), np.nan, dtype=np.float32)
         errors: list[str | None] = [None] * len(waves)
@@ -229,11 +232,15 @@ class Ge2eEncoder:
                 full = buffered - buffered % self.partials_per_batch
                 results += [self._run(chunk) for chunk in mels[:full].split(self.partials_per_batch)]
                 buffer, buffered = [mels[full:]], buffered - full
+        kept = [self.partials_per_batch] * len(results)
         if buffered:
-            results.append(self._run(torch.cat(buffer)))
+            rest = torch.cat(buffer)
+            padding = rest.new_zeros((self.partials_per_batch - buffered, *rest.shape[1:]))
+            results.append(self._run(torch.cat([rest, padding])))
+            kept.append(buffered)
         if not owners:
             return out, errors
-        partial = np.concatenate([r.result() for r in results])
+        partial = np.concatenate([r.result()[:n] for r, n in zip(results, kept)])
         bounds = np.cumsum([0] + [n for _, n in owners])
         for (i, _), start, stop in zip(owners, bounds[:-1], bounds[1:]):
             raw = np.mean(partial[start:stop], axis=0)
