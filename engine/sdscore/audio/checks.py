@@ -51,10 +51,7 @@ def check_decoded(path: str, frames: int, sample_rate: int, max_seconds: float) 
     if frames <= 0:
         raise AudioError(f"{path}: no audio samples")
     if max_seconds > 0 and frames / sample_rate > max_seconds:
-        raise AudioError(
-            f"{path}: {format_seconds(frames / sample_rate)} s exceeds the configured cap of "
-            f"{format_seconds(max_seconds)} s"
-        )
+        raise AudioError(_over_cap_message(path, frames / sample_rate, max_seconds))
 
 
 def over_cap(path: str, max_seconds: float | None) -> str | None:
@@ -72,7 +69,11 @@ def over_cap(path: str, max_seconds: float | None) -> str | None:
         return None
     if info.samplerate <= 0 or info.frames / info.samplerate <= cap:
         return None
-    return f"{path}: {format_seconds(info.frames / info.samplerate)} s exceeds the configured cap of {format_seconds(cap)} s"
+    return _over_cap_message(path, info.frames / info.samplerate, cap)
+
+
+def _over_cap_message(path: str, seconds: float, cap: float) -> str:
+    return f"{path}: {format_seconds(seconds)} s exceeds the configured cap of {format_seconds(cap)} s"
 
 
 def format_seconds(seconds: float) -> str:

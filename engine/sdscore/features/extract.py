@@ -160,7 +160,8 @@ def run_isolated(
         try:
             result = ex.run(select(batch, [i]), {c: [v[i]] for c, v in inputs.items()})
             one = checked(ex, result, 1)
-            declined.update({i: reason for reason in refused(ex, result, 1).values()})
+            if 0 in (reasons := refused(ex, result, 1)):
+                declined[i] = reasons[0]
         except Exception as exc:  # noqa: BLE001 - the message becomes the row's error
             failed[i] = str(exc) or type(exc).__name__
             one = {c: [None] for c in ex.schema}
