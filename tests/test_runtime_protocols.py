@@ -22,12 +22,14 @@ PROTOCOLS = {
     "reward": ("reward_pairs.parquet", "pair_id", []),
     "consistency": ("consistency.parquet", "instance_id", ["--embedder", "ge2e", "--threshold", "0.7"]),
     "judge": ("judge_items.parquet", "item_id", ["--judge", "rule"]),
+    "naturalness": ("naturalness.parquet", "item_id", ["--jobs", "1"]),
 }
 #: Scorer class each protocol's `score` runs (slowed down in the process that gets killed)
 SCORERS = {
     "reward": "sdscore.protocols.reward.scoring:RewardPairsScorer",
     "consistency": "sdscore.protocols.consistency.protocol:ConsistencyScorer",
     "judge": "sdscore.protocols.judge.scorer:JudgeScorer",
+    "naturalness": "sdscore.protocols.naturalness.scorer:NaturalnessScorer",
 }
 #: `sdscore score` with each window's scoring slowed by 0.3 s, so a SIGKILL lands between shards
 SLOWED_CLI = """
@@ -76,10 +78,14 @@ def _bad_rows(protocol, good, folder):
         bad_label["task"] = "sorting"
         no_audio["turn_paths"][0] = missing
         malformed["turn_paths"] = "[oops"
-    else:
+    elif protocol == "judge":
         bad_label["overall"] = "3"
         no_audio["audio1_path"] = missing
         malformed["content"] = {"not": "a label"}
+    else:  # naturalness has no labels: a number that is not one stands in
+        bad_label["answer_start_time"] = "soon"
+        no_audio["answer_audio_path"] = missing
+        malformed["answer_duration"] = [1.5, {"not": "a number"}]
     return [bad_label, no_audio, malformed]
 
 
@@ -104,7 +110,7 @@ def test_bad_rows_keep_their_place_with_their_error(protocol, manifests, tmp_pat
     manifest_ids = [json.loads(line)[id_column] for line in open(manifests[protocol], encoding="utf-8")]
     assert results[id_column].to_list() == manifest_ids
     errors = dict(zip(results[id_column], results["error"]))
-    assert "sideways" in errors["bad-label"] or "sorting" in errors["bad-label"] or "'3'" in errors["bad-label"]
+    assert any(bad in errors["bad-label"] for bad in ("sideways", "sorting", "'3'", "'soon'"))
     assert "no-such-clip.wav" in errors["bad-audio"]
     assert errors["bad-field"] is not None
     good = [i for i in manifest_ids if not i.startswith("bad-")]
@@ -175,7 +181,7 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(manifests, tmp_path, monkey
     assert not out.exists() and not (tmp_path / "out.parquet.lock").exists()
 
 
-@pytest.mark.parametrize("protocol", ["consistency", "judge"])
+@pytest.mark.parametrize("protocol", ["consistency", "judge", "naturalness"])
 def test_a_fifo_or_device_as_audio_is_a_row_error_not_a_hang(protocol, tiny_corpus, tmp_path):
     """The content-hash caches hash audio files before decoding them: a FIFO or /dev/zero must be
     refused, not read forever (a subprocess with a deadline, so a regression fails, not hangs)."""
@@ -191,6 +197,8 @@ def test_a_fifo_or_device_as_audio_is_a_row_error_not_a_hang(protocol, tiny_corp
         row[id_column] = name
         if protocol == "consistency":
             row["turn_paths"][0] = path
+        elif protocol == "naturalness":
+            row["answer_audio_path"] = path
         else:
             row["audio1_path"] = path
         rows.append(row)
@@ -223,6 +231,8 @@ def _with_audio(protocol, row, path):
         row["chosen"][-1]["audio_path"] = path
     elif protocol == "consistency":
         row["turn_paths"][0] = path
+    elif protocol == "naturalness":
+        row["answer_audio_path"] = path
     else:
         row["audio1_path"] = path
     return row
@@ -264,7 +274,7 @@ def test_reward_clips_cut_to_the_model_window_are_scored_with_a_warning(tiny_cor
     assert results["error"].null_count() == 2 and results["chosen_reward"].null_count() == 0
 
 
-@pytest.mark.parametrize("protocol", ["consistency", "judge"])
+@pytest.mark.parametrize("protocol", ["consistency", "judge", "naturalness"])
 def test_a_cached_result_does_not_bypass_the_audio_cap(protocol, tiny_corpus, tmp_path):
     """Embeddings and blueprints are cached by content: a file scored once without a cap must
     still fail its row when a later run sets one, exactly as if it were decoded again."""

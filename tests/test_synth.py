@@ -212,8 +212,15 @@ def test_discrimination_rows_offer_the_three_scenario_versions(corpus):
 def test_naturalness_gaps_and_latencies_match_the_audio(corpus):
     out, summary, frames = corpus
     latency = summary["truth"]["naturalness"]["answer_latency_s"]
+    speech_gap = summary["truth"]["naturalness"]["speech_gap_s"]
+    questions: dict[str, set] = {}
     for row in frames["naturalness"].iter_rows(named=True):
-        assert -1.0 <= row["answer_start_time"] <= 2.0
+        questions.setdefault(row["audio_path"], set()).add(row["system"])
+        gap = speech_gap[row["item_id"]]
+        assert -1.0 <= gap <= 2.5
+        assert gap >= 0.6 or row["system"] == "human"  # the half-duplex system never interrupts
+        # SPEARBench's answer_start_time: the answer file's start, its speech `latency` later
+        assert row["answer_start_time"] == pytest.approx(gap - latency[row["item_id"]], abs=1.5e-3)
         assert row["transcript_question"].endswith("?")
         dialogue, sr = sf.read(str(out / row["dialogue_path"]))
         assert dialogue.shape[1] == 2 and sr == 16000
@@ -221,7 +228,7 @@ def test_naturalness_gaps_and_latencies_match_the_audio(corpus):
         question_start, question_end = active0[0] * hop, (active0[-1] + 1) * hop
         active1, _ = _activity(dialogue[question_start:, 1], sr)
         answer_onset = question_start + active1[0] * hop
-        assert (answer_onset - question_end) / sr == pytest.approx(row["answer_start_time"], abs=0.02)
+        assert (answer_onset - question_end) / sr == pytest.approx(gap, abs=0.02)
         assert question_end / sr == pytest.approx(row["question_end_time"], abs=0.02)
 
         answer, answer_sr = sf.read(str(out / row["answer_audio_path"]))
@@ -232,6 +239,7 @@ def test_naturalness_gaps_and_latencies_match_the_audio(corpus):
         question = audio.load(out / row["audio_path"], sample_rate=16000)
         assert len(question) / 16000 == pytest.approx(row["question_end_time"], abs=1e-3)
         assert row["context_end_time"] < row["question_end_time"]
+    assert all(systems == {"human", "halfduplex-robot"} for systems in questions.values())  # paired
 
 
 def test_judge_labels_follow_the_construction(corpus):

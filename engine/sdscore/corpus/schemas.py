@@ -88,6 +88,7 @@ NATURALNESS_ITEMS = pl.Schema(
         "transcript_question": pl.String,
         "transcript_answer": pl.String,
         "finish_reason": pl.String,
+        "system": pl.String,  # nullable: the system whose answer this is; null = the original human answer
     }
 )
 

@@ -4,7 +4,8 @@ Two layouts load. ONNX: ``model.onnx`` (waveform [1, T] float32 in, scores [1, K
 ``labels.json`` — a list of K names, or ``{"labels": [...], "sample_rate": 16000, "activation":
 "softmax" | "sigmoid" | "none"}``; items run one at a time, so no padding can leak into a score.
 Hugging Face: an audio-classification checkpoint (``config.json`` with ``id2label`` and a
-feature-extractor config), batched with attention masks, softmax over the logits.
+feature-extractor config), batched with attention masks, softmax over the logits — or the raw
+outputs when ``problem_type`` is "regression" (dimensional emotion: arousal, valence, dominance).
 """
 
 from __future__ import annotations
@@ -111,6 +112,8 @@ class HfClassifier:
         self.model.to(device).eval()
         id2label = self.model.config.id2label
         self.labels = [str(id2label[i]) for i in range(len(id2label))]
+        regression = getattr(self.model.config, "problem_type", None) == "regression"
+        self.activation = "none" if regression else "softmax"
         self.sample_rate = int(self.extractor.sampling_rate)
         self.batch_size, self.device, self.torch = batch_size, device, torch
 
@@ -130,7 +133,7 @@ class HfClassifier:
                 logits = self.model(
                     **{k: v.to(self.device) for k, v in feats.items()}
                 ).logits
-            out.extend(_activate(logits.float().cpu().numpy(), "softmax"))
+            out.extend(_activate(logits.float().cpu().numpy(), self.activation))
         return out
 
 

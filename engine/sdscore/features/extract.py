@@ -28,11 +28,13 @@ REGISTRY: dict[str, str] = {
     "vad": "sdscore.features.vad:SileroVad",
     "quality": "sdscore.features.quality:Dnsmos",
     "pitch": "sdscore.features.pitch:YinPitch",
+    "praat_pitch": "sdscore.features.praat_pitch:PraatPitch",
     "loudness": "sdscore.features.loudness:Bs1770Loudness",
     "asr": "sdscore.features.asr:make_asr",
     "rate": "sdscore.features.rate:SpeechRate",
     "emotion": "sdscore.features.classifiers:emotion_classifier",
     "accent": "sdscore.features.classifiers:accent_classifier",
+    "language": "sdscore.features.language:LanguageId",
 }
 
 

@@ -58,6 +58,9 @@ PROTOCOLS: dict[str, ProtocolEntry] = {
                       plot_help="folder of confusion-matrix PNGs, one per judge", many_results=True),
         ProtocolEntry("consistency", "SpeakerSleuth speaker consistency", "sdscore.protocols.consistency",
                       scores=True, plot_help="threshold-sweep PNG"),
+        ProtocolEntry("naturalness", "SPEARBench naturalness of answers (timing, intelligibility, prosody)",
+                      "sdscore.protocols.naturalness", scores=True,
+                      plot_help="folder for the dialect-profile, AVD-scatter and pitch figures", many_results=True),
         ProtocolEntry("arena", "S2S-Arena ratings from a battles manifest", "sdscore.protocols.arena", scores=False),
     )
 }

@@ -2,9 +2,17 @@
 
 From a dialogue, turn K-2 (context, said by the answerer), K-1 (a user question ending in '?',
 said by the asker) and K (the answer). The question file is context + pause + question (16 kHz
-mono) and ends where the question's speech ends (question_end_time). The answer file starts with a known leading silence (its latency). In the two-channel
-dialogue file (channel 0 asker, channel 1 answerer) the answer's speech begins exactly
-answer_start_time seconds after the question's speech ends; negative values are interruptions.
+mono) and ends where the question's speech ends (question_end_time). The answer file starts
+with a known leading silence (its latency). As in SPEARBench, answer_start_time is where the
+answer *file* starts relative to the end of the question input (negative: it overlaps, an
+interruption); the answer's speech starts `latency` later, so the speech-to-speech gap is
+answer_start_time + latency (truth: speech_gap_s). In the two-channel dialogue file (channel 0
+asker, channel 1 answerer) the answer's speech begins exactly that gap after the question's ends.
+
+Every question is answered twice, by two systems: SYSTEMS[0] is the original human answer (a
+natural voice, gaps from GAP_RANGE, interruptions included) and SYSTEMS[1] a half-duplex model (a
+robotic voice that never starts before the question ends, gaps from MODEL_GAP_RANGE); both
+answers of a question share its question file, so evaluation can pair them.
 """
 
 from __future__ import annotations
@@ -22,7 +30,9 @@ from sdscore.synth.voices import pick, pool
 
 MIX_RATE = 16000
 GAP_RANGE = (-1.0, 2.0)
+MODEL_GAP_RANGE = (0.6, 2.5)
 LATENCY_RANGE = (0.1, 1.2)
+SYSTEMS = ("human", "halfduplex-robot")
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,7 @@ class _Item:
     """One item: the exchange, its voices and its drawn pause, gap and latency."""
 
     item_id: str
+    system: str
     exchange: _Exchange
     context: Utterance | None
     question: Utterance
@@ -59,32 +70,37 @@ class _Item:
     latency: float
 
     def path(self, kind: str) -> str:
-        """Content-addressed path of the item's question, answer or dialogue file."""
-        key = clips.content_key(kind, self.context and self.context.relpath, self.question.relpath,
-                                self.answer.relpath, self.pause, self.gap, self.latency)
-        return f"audio/naturalness/{kind}/{key}.wav"
+        """Content-addressed path of the item's question, answer or dialogue file (the question
+        file depends on the context, question and pause only, so both systems share it)."""
+        parts = [self.context and self.context.relpath, self.question.relpath, self.pause]
+        if kind != "question":
+            parts += [self.answer.relpath, self.gap, self.latency]
+        return f"audio/naturalness/{kind}/{clips.content_key(kind, *parts)}.wav"
 
 
 def build_naturalness(renderer: Renderer, rng: np.random.Generator, n_items: int) -> tuple[pl.DataFrame, dict]:
-    """The NATURALNESS_ITEMS frame; the summary holds each item's answer latency."""
+    """The NATURALNESS_ITEMS frame (n_items rows: each question answered by both SYSTEMS); the
+    summary holds each item's answer latency and speech-to-speech gap."""
     pool_ex = exchanges()
     items = []
     order: list[int] = []
-    for i in range(n_items):
+    for q in range((n_items + 1) // 2):
         if not order:
             order = [int(j) for j in rng.permutation(len(pool_ex))]
         ex = pool_ex[order.pop()]
-        asker = pick(rng, pool(quality="natural") if rng.random() < 0.8 else pool())
-        answerer = pick(rng, pool(quality="natural") if rng.random() < 0.7 else pool(),
-                        not_identity=[asker.identity])
-        items.append(_Item(
-            f"naturalness-{i:05d}", ex,
-            Utterance(answerer, ex.context) if ex.context else None,
-            Utterance(asker, ex.question), Utterance(answerer, ex.answer),
-            pause=round(float(rng.uniform(0.3, 0.8)), 3),
-            gap=float(rng.uniform(*GAP_RANGE)),
-            latency=round(float(rng.uniform(*LATENCY_RANGE)), 3),
-        ))
+        asker = pick(rng, pool(quality="natural"))
+        human = pick(rng, pool(quality="natural"), not_identity=[asker.identity])
+        robot = pick(rng, pool(quality="robotic"), not_identity=[asker.identity])
+        context = Utterance(human, ex.context) if ex.context else None
+        pause = round(float(rng.uniform(0.3, 0.8)), 3)
+        for system, voice, gaps in ((SYSTEMS[0], human, GAP_RANGE), (SYSTEMS[1], robot, MODEL_GAP_RANGE)):
+            if len(items) == n_items:
+                break
+            items.append(_Item(
+                f"naturalness-{len(items):05d}", system, ex, context,
+                Utterance(asker, ex.question), Utterance(voice, ex.answer), pause=pause,
+                gap=float(rng.uniform(*gaps)), latency=round(float(rng.uniform(*LATENCY_RANGE)), 3),
+            ))
     renderer.render([u for it in items for u in (it.context, it.question, it.answer) if u], "naturalness: tts")
     layouts = renderer.map(lambda it: _write_item(renderer, it), items, "naturalness: mix")
 
@@ -94,13 +110,14 @@ def build_naturalness(renderer: Renderer, rng: np.random.Generator, n_items: int
             "item_id": it.item_id, "conversation_id": it.exchange.conversation_id,
             "audio_path": it.path("question"), "answer_audio_path": it.path("answer"),
             "dialogue_path": it.path("dialogue"), "context_end_time": context_end,
-            "question_end_time": question_end, "answer_start_time": gap,
+            "question_end_time": question_end, "answer_start_time": round(gap - it.latency, 3),
             "answer_duration": answer_duration, "speakers": f"{it.question.voice.id},{it.answer.voice.id}",
             "transcript_question": it.exchange.question, "transcript_answer": it.exchange.answer,
-            "finish_reason": "stop",
+            "finish_reason": "stop", "system": it.system,
         })
     frame = pl.DataFrame(rows, schema=NATURALNESS_ITEMS)
-    summary = {"answer_latency_s": {it.item_id: it.latency for it in items}}
+    summary = {"answer_latency_s": {it.item_id: it.latency for it in items},
+               "speech_gap_s": {it.item_id: gap for it, (_, _, gap, _) in zip(items, layouts)}}
     return frame, summary
 
 

@@ -1,0 +1,127 @@
+"""Run a registered extractor's items on a pool of worker processes: for extractors that hold the GIL.
+
+pocketsphinx and Praat decode one clip per C call and keep the GIL while they do, so threads do
+not help them; worker processes do. ``ProcessExtractor(name, jobs, **options)`` has the wrapped
+extractor's name, inputs and columns; each worker builds the extractor once (spawned, so no
+forked model state), and a batch is split into ``jobs`` parts of about equal audio length
+(longest items first, each to the lightest part), which run at once and are put back in order.
+An item's result does not depend on which part it lands in (the extractors reset per item), so
+the output equals the in-process extractor's. ``jobs=1`` runs in-process and starts no pool. Several extractors can share one pool
+(``ProcessExtractor(["asr", "praat_pitch"], jobs, options)``): a worker runs each on its part.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+from sdscore.audio import AudioBatch
+from sdscore.features.extract import ROW_ERRORS, make_extractor
+from sdscore.ragged import pack
+
+_WORKER_EXTRACTORS: list = []
+
+
+def _build(names: Sequence[str], options: Mapping[str, Mapping]) -> list:
+    return [make_extractor(name, **dict(options.get(name, {}))) for name in names]
+
+
+def _init_worker(names: Sequence[str], options: Mapping[str, Mapping]) -> None:
+    _WORKER_EXTRACTORS[:] = _build(names, options)
+
+
+def run_all(extractors: Sequence, batch: AudioBatch, inputs: Mapping[str, list]) -> dict[str, list]:
+    """Every extractor's columns on one batch; their ROW_ERRORS joined per item."""
+    out: dict[str, list] = {}
+    reasons: list = [None] * len(batch)
+    for ex in extractors:
+        values = dict(ex.run(batch, inputs))
+        for i, r in enumerate(values.pop(ROW_ERRORS, None) or []):
+            if r is not None:
+                reasons[i] = r if reasons[i] is None else f"{reasons[i]}; {r}"
+        out.update(values)
+    if any(r is not None for r in reasons):
+        out[ROW_ERRORS] = reasons
+    return out
+
+
+def _run_part(items: list[np.ndarray], errors: list, sample_rate: int, inputs: Mapping[str, list]) -> dict:
+    data, offsets = pack(items)
+    return run_all(_WORKER_EXTRACTORS, AudioBatch(data, offsets, errors, sample_rate), inputs)
+
+
+def balanced_parts(lengths: list[int], parts: int) -> list[list[int]]:
+    """Item indices in `parts` groups of about equal total length (longest first, to the lightest group);
+    each group in ascending order, empty groups dropped."""
+    groups: list[list[int]] = [[] for _ in range(max(1, parts))]
+    load = [0] * len(groups)
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        g = load.index(min(load))
+        groups[g].append(i)
+        load[g] += lengths[i] + 1
+    return [sorted(g) for g in groups if g]
+
+
+class ProcessExtractor:
+    """The registered extractors `names` (their `options` by name), their items spread over `jobs`
+    worker processes."""
+
+    def __init__(self, names: str | Sequence[str], jobs: int = 1, options: Mapping[str, Mapping] | None = None):
+        if int(jobs) < 1:
+            raise ValueError(f"jobs must be >= 1, got {jobs}")
+        self.names = [names] if isinstance(names, str) else list(names)
+        self.options = {k: dict(v) for k, v in (options or {}).items()}
+        self.local = _build(self.names, self.options)  # checks the options; serves jobs=1 and single items
+        self.name = "+".join(ex.name for ex in self.local)
+        inner = {ex.name for ex in self.local}
+        self.requires = tuple(dict.fromkeys(r for ex in self.local for r in ex.requires if r not in inner))
+        self.schema = {c: t for ex in self.local for c, t in ex.schema.items()}
+        self.jobs = int(jobs)
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                self.jobs, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_init_worker, initargs=(self.names, self.options),
+            )
+        return self._pool
+
+    def run(self, batch: AudioBatch, inputs: Mapping[str, list] | None = None) -> dict[str, list]:
+        inputs = dict(inputs or {})
+        if self.jobs == 1 or len(batch) < 2:
+            return run_all(self.local, batch, inputs)
+        parts = balanced_parts([int(n) for n in batch.lengths], self.jobs)
+        pool = self._executor()
+        futures = [
+            pool.submit(_run_part, [np.asarray(batch[i]) for i in part], [batch.errors[i] for i in part],
+                        batch.sample_rate, {c: [v[i] for i in part] for c, v in inputs.items()})
+            for part in parts
+        ]
+        results = [f.result() for f in futures]
+        out: dict[str, list] = {c: [None] * len(batch) for c in self.schema}
+        reasons = [None] * len(batch)
+        for part, values in zip(parts, results):
+            for c in self.schema:
+                for i, v in zip(part, values[c]):
+                    out[c][i] = v
+            for i, r in zip(part, values.get(ROW_ERRORS) or [None] * len(part)):
+                reasons[i] = r
+        if any(r is not None for r in reasons):
+            out[ROW_ERRORS] = reasons
+        return out
+
+    def close(self) -> None:
+        """Stop the worker processes (a later run starts new ones)."""
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+    def __del__(self) -> None:  # pragma: no cover - interpreter shutdown order varies
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - nothing to report to at exit
+            pass

@@ -1,0 +1,19 @@
+"""naturalness (SPEARBench): how an answer is timed, how intelligible and natural it sounds — dialogue
+selection → score → evaluate.
+
+`NaturalnessScorer` (scorer.py) is the Scorer of `sdscore score naturalness`; results.py defines
+its columns; evaluation.py computes Table III per system from them.
+"""
+
+from sdscore.protocols.naturalness.results import HUMAN_SYSTEM, RESULTS
+from sdscore.protocols.naturalness.scorer import NaturalnessScorer, scoring_job
+
+
+def evaluate_files(results, out_json, *, plot=None, seed: int = 0) -> dict:
+    """`sdscore eval naturalness` (the registry's uniform signature)."""
+    from sdscore.protocols.naturalness.evaluation import evaluate_files as run
+
+    return run(results, out_json, plot=plot, seed=seed)
+
+
+__all__ = ["HUMAN_SYSTEM", "RESULTS", "NaturalnessScorer", "evaluate_files", "scoring_job"]

@@ -1,0 +1,416 @@
+"""`sdscore eval naturalness`: SPEARBench Table III per system from the RESULTS table, paired tests
+against the reference (human) answers, and Figs. 3, 4 and 6.
+
+Which rows enter each value (every value is {"value", "n", ...}, or value null with a "reason"):
+
+- scored rows (no error) for everything except interruptions; interruption % and the mean
+  interrupted_ms are over ALL rows with a value (zeros included; error rows too, since they come
+  from the manifest's answer_start_time, not from the audio), as the authors average them;
+- MOS: means of mos_dnsmos_ovrl and mos_p808 (DNSMOS OVRL and P.808 stand in for UTMOS, which
+  ships in no package) and of mos_local when a local MOS model was given;
+- WER/CER in percent (as Table III prints them), per ASR engine and normalisation (authors',
+  clean), over rows with that engine's transcript and a value; wer_pct/cer_pct pool every engine's
+  values (the authors' benchmark line concatenates their WER_* columns);
+- latency_ms and latency_onset_ms: means over rows with latency ≥ 0 (n_negative says how many
+  interrupted rows were left out);
+- english_pct: language "en" over rows with a language, "unknown - ..." rows counted as
+  non-English (the authors' language_dialect_summary: failed predictions stay in the total);
+  english_pct_known leaves them out (their benchmark_line); language_unknown_pct is their share;
+- same_dialect_pct: dialect_question_label == dialect_answer_label over rows with both;
+- dialectal_beta, dialectal_variance, arousal/valence/dominance_rho, pitch_variation: see
+  sdscore.metrics.naturalness; rows whose dialect vectors hold a non-finite value are left out.
+
+Paired tests: per per-row metric, each system against the reference on questions both answered
+(rows paired by question_key; a system's duplicate rows for one question are averaged), Wilcoxon
+signed-rank; and Friedman's test over every system with values, on the questions all answered.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from sdscore.atomic_write import write_json
+from sdscore.corpus.results_file import read_results
+from sdscore.metrics._inputs import error_mask
+from sdscore.metrics.naturalness import (
+    WILCOXON,
+    avd_correlation,
+    dialectal_entrainment,
+    dialectal_variance,
+    paired_friedman,
+    paired_wilcoxon,
+    pitch_variation,
+    speaker_normalise,
+)
+from sdscore.protocols.naturalness.results import (
+    ASR_ENGINES,
+    AVD,
+    DIALECT_GROUPS,
+    F0_FEATURES,
+    HUMAN_SYSTEM,
+    PITCH_VARIATION_FEATURES,
+    RESULTS,
+)
+
+#: Per-row metrics that get paired tests: column → only rows with a value ≥ 0 (latencies).
+PAIRED_METRICS: dict[str, bool] = {
+    "latency_ms": True, "latency_onset_ms": True, "interrupted_ms": False,
+    "mos_dnsmos_ovrl": False, "mos_p808": False, "mos_local": False,
+    **{f"{m}_{e}": False for e in ASR_ENGINES for m in ("wer", "cer", "wer_clean", "cer_clean")},
+    "answer_duration_s": False, "voiced_ratio": False,
+}
+#: Words of the `unavailable` notes ("group: reason") that explain each column's nulls.
+_NOTE_WORDS = {"mos_dnsmos_ovrl": ("mos",), "mos_p808": ("mos",), "mos_local": ("mos_local",),
+               "latency_ms": ("latency_ms",), "language": ("language", "lid"),
+               "dialect": ("dialect",), "avd": ("emotion", *AVD), "f0": ("f0", "pitch")}
+_ENGLISH = {"en", "eng", "english"}
+
+
+def _record(value, n: int, **extra) -> dict:
+    """A computed value (float, finite) with the number of rows behind it."""
+    return {"value": float(value), "n": int(n), **extra}
+
+
+class _System:
+    """One system's rows and the means of telling why a value is null."""
+
+    def __init__(self, name: str, rows: pl.DataFrame, absent: set[str]):
+        self.name, self.all_rows, self.absent = name, rows, absent
+        failed = error_mask(rows)
+        self.rows = rows.filter(pl.Series(~failed))
+        self.n_errors = int(failed.sum())
+        notes: list[str] = []
+        for text in self.rows["unavailable"].drop_nulls().to_list():
+            notes.extend(part.strip() for part in text.split("; ") if part.strip())
+        self.notes = list(dict.fromkeys(notes))
+
+    def reason(self, columns: tuple[str, ...], words: tuple[str, ...] = ()) -> dict:
+        """A null value with why: absent columns, no scored row, or all null (with the scorer's notes)."""
+        missing = [c for c in columns if c in self.absent]
+        if missing:
+            why = f"column{'s' if len(missing) > 1 else ''} {', '.join(missing)} absent from the results"
+        elif self.rows.height == 0:
+            why = f"system {self.name!r} has no scored row (all {self.n_errors} rows have an error)"
+        else:
+            why = f"{', '.join(columns)}: no usable value on the {self.rows.height} scored rows"
+            words = words or columns
+            matched = [note for note in self.notes
+                       if set(note.split(":")[0].replace("/", " ").split()) & set(words)]
+            if matched:
+                why += f" ({'; '.join(matched[:3])})"
+        return {"value": None, "n": 0, "reason": why}
+
+
+def _finite(rows: pl.DataFrame, column: str) -> pl.Series:
+    series = rows[column].cast(pl.Float64).drop_nulls()
+    return series.filter(series.is_finite())
+
+
+def _mean(system: _System, column: str, *, scale: float = 1.0, all_rows: bool = False,
+          nonnegative: bool = False, where: pl.Expr | None = None) -> dict:
+    rows = system.all_rows if all_rows else system.rows
+    if where is not None:
+        rows = rows.filter(where)
+    values = _finite(rows, column) if column in rows.columns else pl.Series([], dtype=pl.Float64)
+    extra = {}
+    if nonnegative:
+        extra["n_negative"] = int((values < 0).sum())
+        values = values.filter(values >= 0)
+    if values.len() == 0:
+        return {**system.reason((column,), _NOTE_WORDS.get(column, ())), **extra}
+    return _record(values.mean() * scale, values.len(), **extra)
+
+
+def _asr(system: _System) -> dict:
+    out: dict[str, dict] = {}
+    for metric in ("wer", "cer", "wer_clean", "cer_clean"):
+        pooled = []
+        for engine in ASR_ENGINES:
+            column = f"{metric}_{engine}"
+            words = (column, f"wer_{engine}", f"wer_clean_{engine}", engine)
+            rows = system.rows.filter(pl.col(f"transcript_{engine}").is_not_null())
+            values = _finite(rows, column)
+            pooled.append(values)
+            out[f"{metric}_pct_{engine}"] = (_record(values.mean() * 100, values.len()) if values.len()
+                                             else system.reason((column, f"transcript_{engine}"), words))
+        values = pl.concat(pooled)
+        out[f"{metric}_pct"] = (_record(values.mean() * 100, values.len(), engines=list(ASR_ENGINES))
+                                if values.len() else system.reason(tuple(f"{metric}_{e}" for e in ASR_ENGINES)))
+    return out
+
+
+def _language(system: _System) -> dict:
+    languages = [str(v).strip().lower() for v in system.rows["language"].drop_nulls().to_list()]
+    if not languages:
+        reason = system.reason(("language",), _NOTE_WORDS["language"])
+        return {"english_pct": reason, "english_pct_known": reason, "language_unknown_pct": reason}
+    english = sum(v in _ENGLISH for v in languages)
+    unknown = sum(v.startswith("unknown") for v in languages)
+    known = len(languages) - unknown
+    return {
+        "english_pct": _record(100 * english / len(languages), len(languages)),
+        "english_pct_known": (_record(100 * english / known, known) if known else
+                              {"value": None, "n": 0, "reason": "every language prediction is 'unknown - ...'"}),
+        "language_unknown_pct": _record(100 * unknown / len(languages), len(languages)),
+    }
+
+
+def _dialect_matrix(system: _System, column: str, rows: pl.DataFrame) -> np.ndarray:
+    vectors = rows[column].to_list()
+    width = len(DIALECT_GROUPS)
+    bad = next((v for v in vectors if len(v) != width), None)
+    if bad is not None:
+        raise ValueError(f"system {system.name!r}: {column} holds a vector of {len(bad)} values; "
+                         f"expected {width} (one per DIALECT_GROUPS entry)")
+    return np.asarray(vectors, dtype=np.float64).reshape(len(vectors), width)
+
+
+def _dialect(system: _System) -> dict:
+    out: dict[str, dict] = {}
+    labelled = system.rows.filter(pl.col("dialect_question_label").is_not_null()
+                                  & pl.col("dialect_answer_label").is_not_null())
+    out["same_dialect_pct"] = (
+        _record(100 * (labelled["dialect_question_label"] == labelled["dialect_answer_label"]).mean(), labelled.height)
+        if labelled.height else system.reason(("dialect_question_label", "dialect_answer_label"), ("dialect",)))
+    pairs = system.rows.filter(pl.col("dialect_question").is_not_null() & pl.col("dialect_answer").is_not_null())
+    q = _dialect_matrix(system, "dialect_question", pairs)
+    a = _dialect_matrix(system, "dialect_answer", pairs)
+    keep = np.isfinite(q).all(axis=1) & np.isfinite(a).all(axis=1)
+    dropped = {"n_nonfinite": int((~keep).sum())}
+    if keep.any():
+        out["dialectal_beta"] = _guarded(dialectal_entrainment, (q[keep], a[keep]), int(keep.sum()), **dropped)
+    else:
+        out["dialectal_beta"] = {**system.reason(("dialect_question", "dialect_answer"), ("dialect",)), **dropped}
+    answers = system.rows.filter(pl.col("dialect_answer").is_not_null())
+    a = _dialect_matrix(system, "dialect_answer", answers)
+    keep = np.isfinite(a).all(axis=1)
+    dropped = {"n_nonfinite": int((~keep).sum())}
+    out["dialectal_variance"] = (_guarded(dialectal_variance, (a[keep],), int(keep.sum()), **dropped)
+                                 if keep.any() else {**system.reason(("dialect_answer",), ("dialect",)), **dropped})
+    return out
+
+
+def _guarded(metric, args: tuple, n: int, **extra) -> dict:
+    """metric(*args) as a record, or null with the metric's own ValueError as the reason."""
+    try:
+        return _record(metric(*args), n, **extra)
+    except ValueError as error:
+        return {"value": None, "n": n, "reason": str(error), **extra}
+
+
+def _avd(system: _System) -> dict:
+    out = {}
+    for dim in AVD:
+        q, a = f"{dim}_question", f"{dim}_answer"
+        rows = system.rows.select(pl.col(q).cast(pl.Float64), pl.col(a).cast(pl.Float64)).drop_nulls()
+        rows = rows.filter(pl.col(q).is_finite() & pl.col(a).is_finite())
+        out[f"{dim}_rho"] = (_guarded(avd_correlation, (rows[q].to_numpy(), rows[a].to_numpy()), rows.height)
+                             if rows.height else system.reason((q, a), _NOTE_WORDS["avd"]))
+    return out
+
+
+def speaker_normalised(frame: pl.DataFrame) -> pl.DataFrame:
+    """The frame with every F0 feature divided by the mean f0_mean of its (system, asker) rows."""
+    groups = list(zip(frame["system"].to_list(), frame["asker"].to_list()))
+    f0 = frame.select(pl.col(name).cast(pl.Float64) for name in F0_FEATURES).to_numpy()
+    mean = frame["f0_mean"].cast(pl.Float64).to_numpy()
+    normalised = speaker_normalise(f0, mean, groups)
+    return frame.with_columns(pl.Series(name, normalised[:, i]) for i, name in enumerate(F0_FEATURES))
+
+
+def _pitch(system: _System, normalised: pl.DataFrame) -> dict:
+    values = normalised.select(PITCH_VARIATION_FEATURES).to_numpy()
+    n = int(np.isfinite(values).any(axis=1).sum())
+    if n == 0:
+        return system.reason(("f0_mean", *PITCH_VARIATION_FEATURES), _NOTE_WORDS["f0"])
+    return _guarded(pitch_variation, (values,), n, features=list(PITCH_VARIATION_FEATURES))
+
+
+def _system_metrics(system: _System, normalised: pl.DataFrame) -> dict:
+    out: dict = {"n_rows": system.all_rows.height, "n_scored": system.rows.height, "n_errors": system.n_errors}
+    for column in ("mos_dnsmos_ovrl", "mos_p808", "mos_local"):
+        out[column] = _mean(system, column)
+    out.update(_asr(system))
+    out["latency_ms"] = _mean(system, "latency_ms", nonnegative=True)
+    out["latency_onset_ms"] = _mean(system, "latency_onset_ms", nonnegative=True)
+    out["interrupted_pct"] = _mean(system, "interrupted", scale=100.0, all_rows=True)
+    out["interrupted_ms"] = _mean(system, "interrupted_ms", all_rows=True)
+    out.update(_language(system))
+    out.update(_dialect(system))
+    out.update(_avd(system))
+    out["answer_duration_s"] = _mean(system, "answer_duration_s")
+    out["voiced_ratio"] = _mean(system, "voiced_ratio")
+    out["pitch_variation"] = _pitch(system, normalised)
+    return out
+
+
+def _per_question(rows: pl.DataFrame, column: str, nonnegative: bool) -> pl.DataFrame:
+    """question_key → the mean value of `column` over a system's usable rows of that question."""
+    value = pl.col(column).cast(pl.Float64)
+    keep = pl.col("question_key").is_not_null() & value.is_not_null() & value.is_finite()
+    if nonnegative:
+        keep &= value >= 0
+    return rows.filter(keep).group_by("question_key").agg(value.mean().alias(column))
+
+
+def _paired_tests(systems: dict[str, _System], reference: str) -> tuple[dict, dict]:
+    """Wilcoxon per system against the reference, and Friedman over all systems, per metric."""
+    tests: dict[str, dict] = {}
+    friedman: dict[str, dict] = {}
+    for column, nonnegative in PAIRED_METRICS.items():
+        tables = {}
+        for name, system in systems.items():
+            rows = system.all_rows if column == "interrupted_ms" else system.rows
+            table = _per_question(rows, column, nonnegative) if column in rows.columns else None
+            if table is not None and table.height:
+                tables[name] = table
+        for name in systems:
+            if name == reference:
+                continue
+            if name not in tables or reference not in tables:
+                who = name if name not in tables else reference
+                result = {"test": WILCOXON, "p_value": None, "n_pairs": 0,
+                          "reason": f"{who!r} has no {column} value on a row with a question_key"}
+            else:
+                both = tables[name].join(tables[reference], on="question_key", suffix="_reference").sort("question_key")
+                try:
+                    result = paired_wilcoxon(both[column].to_numpy(), both[f"{column}_reference"].to_numpy())
+                except ValueError as error:
+                    result = {"test": WILCOXON, "p_value": None, "n_pairs": both.height, "reason": str(error)}
+            tests.setdefault(name, {})[column] = result
+        friedman[column] = _friedman(tables, column)
+    return tests, friedman
+
+
+def _friedman(tables: dict[str, pl.DataFrame], column: str) -> dict:
+    names = list(tables)
+    if len(names) < 3:
+        return {"p_value": None, "systems": names, "reason": f"{len(names)} system(s) have {column} values; "
+                "Friedman's test needs at least 3"}
+    joined = tables[names[0]].rename({column: names[0]})
+    for name in names[1:]:
+        joined = joined.join(tables[name].rename({column: name}), on="question_key")
+    try:
+        return {**paired_friedman(joined.select(names).to_numpy()), "systems": names}
+    except ValueError as error:
+        return {"p_value": None, "systems": names, "n_questions": joined.height, "reason": str(error)}
+
+
+def _prepared(results: pl.DataFrame) -> tuple[pl.DataFrame, set[str]]:
+    """Every RESULTS column typed (absent ones added as nulls and remembered); null system = human."""
+    if "system" not in results.columns:
+        raise ValueError(f"results lack the 'system' column (found: {', '.join(results.columns) or 'no columns'})")
+    absent = {name for name in RESULTS.names() if name not in results.columns}
+    typed = []
+    for name, dtype in RESULTS.items():
+        if name in absent:
+            typed.append(pl.lit(None, dtype).alias(name))
+            continue
+        try:
+            typed.append(results[name].cast(dtype, strict=True))
+        except pl.exceptions.PolarsError as error:
+            raise ValueError(f"results column {name!r} holds {results[name].dtype} values that are not {dtype} "
+                             f"({str(error).splitlines()[0][:120]})") from None
+    frame = results.with_columns(typed).with_columns(pl.col("system").fill_null(HUMAN_SYSTEM))
+    return frame, absent
+
+
+def system_order(frame: pl.DataFrame, reference_system: str) -> list[str]:
+    """The reference system first (when present), then the others by name."""
+    names = sorted(set(frame["system"].to_list()))
+    return [reference_system] * (reference_system in names) + [n for n in names if n != reference_system]
+
+
+def evaluate_naturalness(results: pl.DataFrame, *, reference_system: str = HUMAN_SYSTEM) -> dict:
+    """Table III per system, paired tests against `reference_system`, and the definitions used."""
+    frame, absent = _prepared(results)
+    if frame.height == 0:
+        raise ValueError("the naturalness results hold no rows")
+    normalised = speaker_normalised(frame.filter(pl.Series(~error_mask(frame))))
+    order = system_order(frame, reference_system)
+    systems = {name: _System(name, frame.filter(pl.col("system") == name), absent) for name in order}
+    per_system = {name: _system_metrics(system, normalised.filter(pl.col("system") == name))
+                  for name, system in systems.items()}
+    if reference_system in systems:
+        tests, friedman = _paired_tests(systems, reference_system)
+    else:
+        tests, friedman = {}, {}
+    return {
+        "reference_system": reference_system,
+        "reference_present": reference_system in systems,
+        "systems": per_system,
+        "paired_tests": tests,
+        "friedman": friedman,
+        "definitions": DEFINITIONS,
+    }
+
+
+DEFINITIONS = {
+    "mos": "mos_dnsmos_ovrl and mos_p808 are DNSMOS OVRL and P.808 MOS, offline substitutes for UTMOS",
+    "wer_cer": "percent; per ASR engine over rows with its transcript; wer_pct/cer_pct pool all engines",
+    "latency": "ms, mean over rows with latency >= 0 (interrupted answers left out)",
+    "interruptions": "interrupted_pct and interrupted_ms over all rows with a value, zeros included",
+    "english_pct": "language 'en' over rows with a language; 'unknown - ...' counted as non-English",
+    "dialectal_beta": "np.polyfit slope of min-max-normalised flattened answer on question log-logits",
+    "dialectal_variance": "trace of the answers' log-logit covariance (ddof=1)",
+    "avd_rho": "Pearson correlation of question and answer values",
+    "pitch_variation": "mean over f0 min/p10/p25/median/p75/p90/max of the std (ddof=1) of values "
+                       "divided by the mean f0_mean of the same (system, asker)",
+    "paired_tests": f"{WILCOXON}, rows paired by question_key; p_value null with a reason when undefined",
+}
+
+#: Table III columns: (header, key, digits).
+TABLE_COLUMNS = (
+    ("DNSMOS", "mos_dnsmos_ovrl", 2), ("P.808", "mos_p808", 2), ("WER%", "wer_pct", 1), ("CER%", "cer_pct", 1),
+    ("Lat.ms", "latency_ms", 0), ("Int.ms", "interrupted_ms", 0), ("Int.%", "interrupted_pct", 1),
+    ("Eng.%", "english_pct", 1), ("SameDial%", "same_dialect_pct", 1), ("β", "dialectal_beta", 2),
+    ("tr(Σ)", "dialectal_variance", 1), ("ρA", "arousal_rho", 2), ("ρV", "valence_rho", 2),
+    ("ρD", "dominance_rho", 2), ("Dur.s", "answer_duration_s", 1), ("Voiced", "voiced_ratio", 3),
+    ("PitchVar", "pitch_variation", 3),
+)
+
+
+def format_table(metrics: dict) -> str:
+    """Table III rows as plain text (reference system first); '-' where a value is null."""
+    header = ["System", *(h for h, _, _ in TABLE_COLUMNS)]
+    rows = [header]
+    for name, values in metrics["systems"].items():
+        cells = [name]
+        for _, key, digits in TABLE_COLUMNS:
+            value = values.get(key, {}).get("value")
+            cells.append("-" if value is None else f"{value:.{digits}f}")
+        rows.append(cells)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+             for row in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    lines.append("DNSMOS/P.808 stand in for UTMOS; WER/CER in percent, pooled over ASR engines (authors' "
+                 "normalisation); latency over rows >= 0; interruptions over all rows.")
+    return "\n".join(lines)
+
+
+def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, seed: int = 0) -> dict:
+    """Metrics of one or more results files (concatenated, e.g. one per system) as JSON; with
+    `plot` a folder, Figs. 3, 4 and 6 are written there (a figure without data is skipped with
+    its reason under "figures"). seed is unused: nothing is resampled."""
+    paths = [Path(p) for p in results]
+    if not paths:
+        raise ValueError("eval naturalness needs at least one results file")
+    frames = [read_results(path, RESULTS, required=("system",), add_absent=False) for path in paths]
+    frame = pl.concat(frames, how="diagonal_relaxed")
+    metrics = evaluate_naturalness(frame)
+    metrics["results_files"] = [str(p) for p in paths]
+    if plot is not None:
+        from sdscore.report.naturalness_plots import plot_naturalness_figures
+
+        prepared, _ = _prepared(frame)
+        scored = speaker_normalised(prepared.filter(pl.Series(~error_mask(prepared))))
+        metrics["figures"] = plot_naturalness_figures(
+            scored, plot, groups=DIALECT_GROUPS, dims=AVD, features=PITCH_VARIATION_FEATURES,
+            systems=system_order(prepared, metrics["reference_system"]))
+    write_json(out_json, metrics)
+    return metrics

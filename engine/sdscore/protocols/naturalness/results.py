@@ -1,0 +1,99 @@
+"""The naturalness results table: one row per answer, the columns `sdscore score naturalness` writes.
+
+Definitions (SPEARBench, corrected by the authors' released code where they differ; see RESEARCH.md):
+
+- system: the manifest's `system`; null there means the original human answer, written as
+  HUMAN_SYSTEM. asker: the question's speaker (first of `speakers`, "asker,answerer"); pitch is
+  speaker-normalised per (system, asker) as the authors' code does. question_key: what pairs the
+  same question across systems (the question clip's path, else conversation_id + question text).
+- latency_onset_ms: 1000 × the first VAD speech onset in the answer clip (the authors' metric
+  code; 0 when the clip has no speech, as theirs returns).
+- latency_ms: 1000 × (question trailing silence + answer leading silence + answer_start_time): the
+  time from the end of the question's speech to the start of the answer's speech. When
+  answer_start_time < 0 the answer file overlaps the question, and the result is negative iff
+  the answer's speech itself starts before the question's speech ends. Null when either clip has
+  no speech.
+- interrupted: answer_start_time < 0; interrupted_ms: −1000 × answer_start_time when negative, else 0.
+- wer_/cer_<engine>: against transcript_answer after the authors' normalisation (the reference's
+  "P####:" speaker tags split off and rejoined with spaces, then '.? ' stripped at both ends; the
+  hypothesis stripped the same way); wer_clean_/cer_clean_<engine>: lower-cased, speaker tags and
+  punctuation removed, whitespace collapsed. Fractions (0.271), not percent.
+- mos_dnsmos_ovrl / mos_p808: DNSMOS P.835 OVRL and P.808 (bundled; substitutes for UTMOS, which
+  ships in no package); mos_local: a local MOS model folder's score when one is given.
+- language / language_prob: ISO 639-1 code ("en") and its probability, or "unknown - too short"
+  (answer < 1.0 s) / "unknown - low confidence" (probability < 0.5) as the authors do;
+  language_source names what decided it.
+- dialect_question / dialect_answer: DIALECT_GROUPS log-probabilities (16 Voxlect classes merged;
+  see DIALECT_MERGE); *_label: the argmax group.
+- arousal/valence/dominance of question and answer: a local dimensional-emotion model's outputs.
+- f0_*: over the answer's voiced frames (Praat autocorrelation pitch, 75–500 Hz, as the authors);
+  answer_duration_s: the answer clip's length; voiced_time_s = voiced frames × the pitch time step;
+  voiced_ratio = voiced_time_s / answer_duration_s.
+- unavailable: "column group: reason" for every group left null on a scored row, joined by "; ".
+- error: why the row could not be scored (its audio, or its manifest row); null when fine.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+HUMAN_SYSTEM = "human"
+ASR_ENGINES = ("pocketsphinx", "whisper")
+F0_FEATURES = ("f0_min", "f0_p10", "f0_p25", "f0_median", "f0_p75", "f0_p90", "f0_max", "f0_mean", "f0_std")
+#: The seven features whose spread across answers is the pitch variation (Table III).
+PITCH_VARIATION_FEATURES = ("f0_min", "f0_p10", "f0_p25", "f0_median", "f0_p75", "f0_p90", "f0_max")
+#: Voxlect-English's 16 classes → SPEARBench's 11 groups (British Isles merged; Others dropped).
+DIALECT_MERGE = {
+    "East Asia": "East Asia", "English": "British Isles", "Germanic": "Germanic", "Irish": "British Isles",
+    "North America": "North America", "Northern Irish": "British Isles", "Oceania": "Oceania",
+    "Welsh": "British Isles", "Romance": "Romance", "Scottish": "British Isles", "Semitic": "Semitic",
+    "Slavic": "Slavic", "South African": "South African", "Southeast Asia": "Southeast Asia",
+    "South Asia": "South Asia", "Others": None,
+}
+DIALECT_GROUPS = ("British Isles", "East Asia", "Germanic", "North America", "Oceania", "Romance", "Semitic",
+                  "Slavic", "South African", "South Asia", "Southeast Asia")
+AVD = ("arousal", "valence", "dominance")
+
+
+def _asr_columns() -> dict[str, pl.DataType]:
+    out: dict[str, pl.DataType] = {}
+    for engine in ASR_ENGINES:
+        out[f"transcript_{engine}"] = pl.String
+        for metric in ("wer", "cer", "wer_clean", "cer_clean"):
+            out[f"{metric}_{engine}"] = pl.Float64
+    return out
+
+
+RESULTS = pl.Schema({
+    "item_id": pl.String,
+    "conversation_id": pl.String,
+    "system": pl.String,
+    "asker": pl.String,
+    "question_key": pl.String,
+    "answer_start_time": pl.Float64,
+    "question_trailing_silence_s": pl.Float64,
+    "answer_leading_silence_s": pl.Float64,
+    "latency_onset_ms": pl.Float64,
+    "latency_ms": pl.Float64,
+    "interrupted": pl.Boolean,
+    "interrupted_ms": pl.Float64,
+    "reference_text": pl.String,
+    **_asr_columns(),
+    "mos_dnsmos_ovrl": pl.Float64,
+    "mos_p808": pl.Float64,
+    "mos_local": pl.Float64,
+    "language": pl.String,
+    "language_prob": pl.Float64,
+    "language_source": pl.String,
+    "dialect_question": pl.List(pl.Float64),
+    "dialect_answer": pl.List(pl.Float64),
+    "dialect_question_label": pl.String,
+    "dialect_answer_label": pl.String,
+    **{f"{dim}_{part}": pl.Float64 for part in ("question", "answer") for dim in AVD},
+    **{name: pl.Float64 for name in F0_FEATURES},
+    "answer_duration_s": pl.Float64,
+    "voiced_time_s": pl.Float64,
+    "voiced_ratio": pl.Float64,
+    "unavailable": pl.String,
+    "error": pl.String,
+})

@@ -1,0 +1,577 @@
+"""SPEARBench dialogue selection: question/answer dialogues cut from timed two-speaker conversations.
+
+Input: a segments table (CSV, TSV, Parquet, JSON or JSONL) with one row per utterance:
+conversation_id, speaker, start, end (seconds), text, audio_path and an optional channel (the
+channel of a multi-channel file; absent or null: the file is that speaker's own channel).
+Output: per valid dialogue a question clip, an answer clip and a two-channel dialogue file, and
+metadata.csv in SPEARBench's columns, which `read_manifest` reads as protocol "naturalness".
+
+Turns (SPEARBench III.A, made exact; utterances of one conversation, ordered by start, end, row):
+
+1. Holds: per speaker, the utterances lasting at least ``backchannel_max``, merged while the
+   silence from one's end to the next one's start is shorter than ``max_turn_gap``.
+2. Backchannels: utterances shorter than ``backchannel_max`` that lie wholly inside a hold of the
+   other speaker (start and end within it). They belong to no turn and are no context segment.
+3. Turns: every other utterance joins the current turn iff it is by the same speaker and starts
+   less than ``max_turn_gap`` after the turn's latest end; otherwise it opens a new turn. So a
+   longer utterance of the other speaker ends a turn, and so does a silence of ``max_turn_gap`` or
+   more (which leaves two consecutive turns by one speaker).
+
+Dialogues: turn j is a question iff its text (its utterances' texts joined by spaces, stripped)
+ends with '?', j >= 1 (some context), and turn j+1 is by the other speaker and lasts at least
+``min_answer_seconds`` (its first start to its latest end). The context is the last
+``max_context_segments`` utterances of turns 0..j-1.
+
+Clips (sample bounds = round(seconds x rate)): the question clip mixes both speakers from the
+context's start to the question's end, the answerer's channel silenced from the answer's start
+(so an overlapping answer never leaks into the model's input) and scaled down only if the sum
+exceeds full scale; the answer clip is the answerer's channel over the answer turn; the dialogue
+file holds channel 0 asker, channel 1 answerer from the context's start to the later of the
+answer's and the question's end. Metadata times are relative to the question clip's start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import shutil
+import warnings
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import polars as pl
+import soundfile as sf
+
+from sdscore import audio
+from sdscore.atomic_write import atomic_path, write_json
+from sdscore.audio.checks import check_finite, check_target_rate
+from sdscore.corpus.audio_paths import resolve_path
+from sdscore.corpus.read import load_table
+from sdscore.errors import AudioError, ManifestError, SdscoreError
+
+REQUIRED_COLUMNS = ("conversation_id", "speaker", "start", "end", "text", "audio_path")
+#: metadata.csv columns: SPEARBench's, then item_id and dialogue_path (sdscore's naturalness manifest)
+METADATA_COLUMNS = (
+    "audio_path", "answer_audio_path", "context_end_time", "question_end_time", "answer_duration",
+    "speakers", "conversation_id", "transcript_question", "transcript_answer", "answer_start_time",
+    "finish_reason", "item_id", "dialogue_path",
+)
+METADATA_FILE = "metadata.csv"
+SUMMARY_FILE = "selection.json"
+CLIP_FOLDERS = {"question": "audio/question", "answer": "audio/answer", "dialogue": "audio/dialogue"}
+#: A segment may end this far past its audio's end (annotation rounding); the clip is zero-padded.
+AUDIO_END_TOLERANCE_S = 0.1
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One utterance of a segments table; ``label`` names its table row in messages."""
+
+    conversation_id: str
+    speaker: str
+    start: float
+    end: float
+    text: str = ""
+    audio_path: str = ""
+    channel: int | None = None
+    label: str = ""
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+    def where(self) -> str:
+        """The row label, or the segment's speaker and times for hand-built segments."""
+        return self.label or f"segment {self.speaker!r} {self.start:g}-{self.end:g} s"
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One speaker's consecutive utterances, with the other speaker's backchannels inside them."""
+
+    speaker: str
+    segments: tuple[Segment, ...]
+    backchannels: tuple[Segment, ...] = ()
+
+    @property
+    def start(self) -> float:
+        return self.segments[0].start
+
+    @property
+    def end(self) -> float:
+        return max(s.end for s in self.segments)
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+    @property
+    def text(self) -> str:
+        return " ".join(s.text.strip() for s in self.segments if s.text.strip())
+
+
+@dataclass(frozen=True)
+class Dialogue:
+    """A valid dialogue: context segments, the question turn (index ``question_turn``), the answer."""
+
+    conversation_id: str
+    question_turn: int
+    context: tuple[Segment, ...]
+    question: Turn
+    answer: Turn
+
+    @property
+    def item_id(self) -> str:
+        return f"{self.conversation_id}-q{self.question_turn:03d}"
+
+    @property
+    def context_start(self) -> float:
+        return min(s.start for s in self.context)
+
+    @property
+    def context_end(self) -> float:
+        return max(s.end for s in self.context)
+
+
+def merge_turns(segments: Sequence[Segment], *, max_turn_gap: float = 0.5, backchannel_max: float = 0.5) -> list[Turn]:
+    """Turns of one conversation's utterances by the module's turn rule; ManifestError if the
+    conversation has more than two speakers (naming the third speaker's first row)."""
+    ordered = sorted(segments, key=lambda s: (s.start, s.end))
+    speakers: list[str] = []
+    for s in ordered:
+        if s.speaker not in speakers:
+            if len(speakers) == 2:
+                raise ManifestError(
+                    f"{s.where()}: third speaker {s.speaker!r} in conversation {s.conversation_id!r} (after "
+                    f"{speakers[0]!r}, {speakers[1]!r}); only two-speaker conversations are selected"
+                )
+            speakers.append(s.speaker)
+    holds = {speaker: _holds([s for s in ordered if s.speaker == speaker], max_turn_gap, backchannel_max)
+             for speaker in speakers}
+
+    def is_backchannel(s: Segment) -> bool:
+        others = [h for speaker, spans in holds.items() if speaker != s.speaker for h in spans]
+        return s.duration < backchannel_max and any(a <= s.start and s.end <= b for a, b in others)
+
+    turns: list[Turn] = []
+    backchannels: list[Segment] = []
+    for s in ordered:
+        if is_backchannel(s):
+            backchannels.append(s)
+        elif turns and s.speaker == turns[-1].speaker and s.start - turns[-1].end < max_turn_gap:
+            turns[-1] = Turn(s.speaker, (*turns[-1].segments, s))
+        else:
+            turns.append(Turn(s.speaker, (s,)))
+    for b in backchannels:  # to the latest turn of the other speaker that starts before it
+        k = max((i for i, t in enumerate(turns) if t.speaker != b.speaker and t.start <= b.start), default=None)
+        if k is not None:
+            turns[k] = Turn(turns[k].speaker, turns[k].segments, (*turns[k].backchannels, b))
+    return turns
+
+
+def _holds(own: list[Segment], max_turn_gap: float, backchannel_max: float) -> list[tuple[float, float]]:
+    """(start, end) spans of one speaker's utterances >= backchannel_max, merged over short silences."""
+    spans: list[list[float]] = []
+    for s in own:
+        if s.duration < backchannel_max:
+            continue
+        if spans and s.start - spans[-1][1] < max_turn_gap:
+            spans[-1][1] = max(spans[-1][1], s.end)
+        else:
+            spans.append([s.start, s.end])
+    return [(a, b) for a, b in spans]
+
+
+def find_dialogues(
+    turns: Sequence[Turn], *, max_context_segments: int = 5, min_answer_seconds: float = 1.0
+) -> list[Dialogue]:
+    """Every valid dialogue of one conversation's turns (module docstring), in turn order."""
+    found = []
+    for j in range(1, len(turns) - 1):
+        question, answer = turns[j], turns[j + 1]
+        if not question.text.strip().endswith("?") or answer.speaker == question.speaker:
+            continue
+        if answer.duration < min_answer_seconds:
+            continue
+        context = tuple(s for t in turns[:j] for s in t.segments)[-max_context_segments:]
+        found.append(Dialogue(question.segments[0].conversation_id, j, context, question, answer))
+    return found
+
+
+@dataclass(frozen=True)
+class SegmentTable:
+    """A segments table as read: the rows that parsed, and (conversation_id, message) per bad row."""
+
+    source: str
+    rows: int
+    segments: tuple[Segment, ...]
+    problems: tuple[tuple[str | None, str], ...]
+
+
+def read_segments(path: str | os.PathLike) -> SegmentTable:
+    """Read a segments table; relative audio paths resolve against its folder. A missing column or
+    an unreadable file raises ManifestError; a bad row becomes a problem naming the row."""
+    table = load_table(path)
+    try:
+        frame = table.frame.collect()
+    except pl.exceptions.PolarsError as error:
+        raise ManifestError(f"{table.source}: could not read the segments table ({error})") from error
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ManifestError(
+            f"{table.source}: missing column(s) {', '.join(missing)}; a segments table needs "
+            f"{', '.join(REQUIRED_COLUMNS)} (and optionally channel)"
+        )
+    paths = frame.select(resolve_path(pl.col("audio_path").cast(pl.String), table.base_dir))["audio_path"]
+    channels = frame["channel"].to_list() if "channel" in frame.columns else [None] * frame.height
+    segments, problems = [], []
+    for i, (row, path_value, channel) in enumerate(zip(frame.select(REQUIRED_COLUMNS).iter_rows(named=True),
+                                                       paths, channels)):
+        label = f"{table.source} {table.locate_rows([i])[0]}"
+        conversation, found = _text(row["conversation_id"]), []
+        speaker = _text(row["speaker"])
+        for name, value in (("conversation_id", conversation), ("speaker", speaker), ("audio_path", path_value)):
+            if not value:
+                found.append(f"{name} is missing")
+        if speaker and "," in speaker:
+            found.append(f"speaker {speaker!r} contains a comma (metadata's speakers column is 'asker,answerer')")
+        start, problem = _seconds(row["start"], "start")
+        found += [problem] if problem else []
+        end, problem = _seconds(row["end"], "end")
+        found += [problem] if problem else []
+        if start is not None and end is not None and end < start:
+            found.append(f"end {end:g} is before start {start:g}")
+        channel, problem = _channel(channel)
+        found += [problem] if problem else []
+        if found:
+            problems.append((conversation or None, f"{label}: {'; '.join(found)}"))
+        else:
+            segments.append(Segment(conversation, speaker, start, end, _text(row["text"]) or "", path_value,
+                                    channel, label))
+    return SegmentTable(table.source, frame.height, tuple(segments), tuple(problems))
+
+
+def _text(value) -> str | None:
+    """A cell as stripped text (None for null or blank)."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _seconds(value, name: str) -> tuple[float | None, str | None]:
+    """(seconds, None) or (None, why the cell is not a non-negative finite number)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None, f"{name} is missing"
+    try:
+        seconds = math.nan if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        seconds = None
+    if seconds is None or isinstance(value, bool):
+        return None, f"{name} {value!r} is not a number"
+    if not math.isfinite(seconds):
+        return None, f"{name} is {seconds}"
+    if seconds < 0:
+        return None, f"{name} {seconds:g} is negative"
+    return seconds, None
+
+
+def _channel(value) -> tuple[int | None, str | None]:
+    """(channel or None, None) or (None, why the cell is not a non-negative integer)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None, None
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number) or number < 0 or number != int(number):
+        return None, f"unknown channel {value!r} (expected a channel index 0, 1, ...)"
+    return int(number), None
+
+
+def select_dialogues(
+    segments_path: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    max_context_segments: int = 5,
+    min_answer_seconds: float = 1.0,
+    max_turn_gap: float = 0.5,
+    backchannel_max: float = 0.5,
+    sample_rate: int = 16000,
+    overwrite: bool = False,
+    errors: Literal["skip", "raise"] = "skip",
+    workers: int | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> dict:
+    """`sdscore corpus select-dialogues`: select, cut and export every valid dialogue; returns the summary.
+
+    A conversation with a bad row (or unreadable audio) is skipped with a warning and listed in the
+    summary's ``skipped`` (errors="raise": its first problem is raised instead). An existing
+    non-empty out_dir is refused unless overwrite, which replaces this module's outputs there.
+    Audio is read once per conversation, and only for conversations with dialogues.
+    """
+    settings = _check_settings(max_context_segments, min_answer_seconds, max_turn_gap, backchannel_max, errors)
+    sample_rate = check_target_rate(sample_rate)
+    table = read_segments(segments_path)
+    out = Path(out_dir)
+    _prepare_out(out, overwrite)
+
+    by_conversation: dict[str | None, list[Segment]] = {}
+    skipped: dict[str | None, list[str]] = {}
+    for conversation, message in table.problems:
+        skipped.setdefault(conversation, []).append(message)
+    for s in table.segments:
+        by_conversation.setdefault(s.conversation_id, []).append(s)
+    planned: dict[str, list[Dialogue]] = {}
+    for conversation, segments in by_conversation.items():
+        if conversation in skipped:
+            continue
+        try:
+            _check_sources(segments)
+            turns = merge_turns(segments, max_turn_gap=max_turn_gap, backchannel_max=backchannel_max)
+            planned[conversation] = find_dialogues(
+                turns, max_context_segments=max_context_segments, min_answer_seconds=min_answer_seconds
+            )
+        except ManifestError as error:
+            skipped[conversation] = [str(error)]
+    if errors == "raise" and skipped:
+        raise ManifestError(next(iter(skipped.values()))[0])
+
+    todo = [(c, d) for c, d in planned.items() if d]
+    results = _run_exports(todo, by_conversation, out, sample_rate, workers, progress)
+    rows = []
+    for (conversation, _), (written, error) in zip(todo, results):
+        if error is not None:
+            if errors == "raise":
+                raise error
+            skipped[conversation] = [str(error)]
+        else:
+            rows.extend(written)
+    _write_metadata(out / METADATA_FILE, rows)
+
+    skipped_list = [{"conversation_id": c, "problems": p} for c, p in skipped.items()]
+    summary = {
+        "segments": table.source,
+        "out_dir": str(out),
+        "metadata": str(out / METADATA_FILE),
+        "settings": {**settings, "sample_rate": sample_rate},
+        "rows": table.rows,
+        "conversations": len(set(by_conversation) | set(skipped)),
+        "selected_conversations": len({r["conversation_id"] for r in rows}),
+        "dialogues": len(rows),
+        "skipped": skipped_list,
+    }
+    write_json(out / SUMMARY_FILE, summary)
+    for entry in skipped_list:
+        warnings.warn(f"conversation {entry['conversation_id']!r} skipped: " + " | ".join(entry["problems"]),
+                      stacklevel=2)
+    return summary
+
+
+def _check_settings(max_context_segments, min_answer_seconds, max_turn_gap, backchannel_max, errors) -> dict:
+    """The settings as a dict; ValueError naming the first one out of range."""
+    if not isinstance(max_context_segments, int) or isinstance(max_context_segments, bool) \
+            or max_context_segments < 1:
+        raise ValueError(f"max_context_segments must be an integer >= 1, got {max_context_segments!r}")
+    named = {"min_answer_seconds": min_answer_seconds, "max_turn_gap": max_turn_gap, "backchannel_max": backchannel_max}
+    for name, value in named.items():
+        if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise ValueError(f"{name} must be a non-negative number of seconds, got {value!r}")
+    if errors not in ("skip", "raise"):
+        raise ValueError(f"errors must be 'skip' or 'raise', got {errors!r}")
+    return {"max_context_segments": int(max_context_segments), **{k: float(v) for k, v in named.items()}}
+
+
+def _prepare_out(out: Path, overwrite: bool) -> None:
+    """Refuse a non-empty out folder unless overwrite; then remove this module's earlier outputs."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise ValueError(f"{out}: output folder exists and is not empty; pass --overwrite to replace "
+                             "an earlier selection there")
+        for folder in CLIP_FOLDERS.values():
+            shutil.rmtree(out / folder, ignore_errors=True)
+        for name in (METADATA_FILE, SUMMARY_FILE):
+            (out / name).unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _check_sources(segments: list[Segment]) -> None:
+    """Each speaker has one audio source (path, channel) and the speakers' sources differ."""
+    first: dict[str, Segment] = {}
+    for s in segments:
+        seen = first.setdefault(s.speaker, s)
+        if (s.audio_path, s.channel) != (seen.audio_path, seen.channel):
+            raise ManifestError(
+                f"{s.where()}: speaker {s.speaker!r} has audio {_source(s)} here but {_source(seen)} in "
+                f"{seen.where()}; a speaker's segments must all be on one channel"
+            )
+    if len(first) == 2:
+        a, b = first.values()
+        if (a.audio_path, a.channel) == (b.audio_path, b.channel):
+            raise ManifestError(
+                f"{b.where()}: speakers {a.speaker!r} and {b.speaker!r} share the audio {_source(a)}; each "
+                "speaker needs their own channel (a mono file or a channel index)"
+            )
+
+
+def _source(s: Segment) -> str:
+    return repr(s.audio_path) + ("" if s.channel is None else f" channel {s.channel}")
+
+
+def _run_exports(todo, by_conversation, out, sample_rate, workers, progress) -> list:
+    """Export each (conversation, dialogues) on a thread pool; per item (rows, None) or ([], error)."""
+    def export(job):
+        conversation, dialogues = job
+        try:
+            return _export_conversation(dialogues, by_conversation[conversation], out, sample_rate), None
+        except SdscoreError as error:
+            return [], error
+
+    results = []
+    threads = max(1, min(workers or min(8, os.cpu_count() or 1), len(todo) or 1))
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for result in pool.map(export, todo):
+            results.append(result)
+            if progress is not None:
+                progress("select dialogues", len(results), len(todo))
+    return results
+
+
+def _export_conversation(dialogues: list[Dialogue], segments: list[Segment], out: Path, sr: int) -> list[dict]:
+    """Load the conversation's two channels once, write every dialogue's clips, return metadata rows."""
+    channels = _load_channels(segments, sr)
+    rows = []
+    for d in dialogues:
+        asker, answerer = d.question.speaker, d.answer.speaker
+        s0, qe = _sample(d.context_start, sr), _sample(d.question.end, sr)
+        ce, a0, ae = min(_sample(d.context_end, sr), qe), _sample(d.answer.start, sr), _sample(d.answer.end, sr)
+        mix = _span(channels[asker], s0, qe) + _span(channels[answerer], s0, min(qe, a0), qe - s0)
+        peak = float(np.max(np.abs(mix))) if mix.size else 0.0
+        question = mix / peak if peak > 1.0 else mix
+        answer = _span(channels[answerer], a0, ae)
+        end = max(ae, qe)
+        dialogue = np.stack([_span(channels[asker], s0, end), _span(channels[answerer], s0, end)], axis=1)
+        name = _file_name(d.item_id)
+        paths = {kind: f"{folder}/{name}.wav" for kind, folder in CLIP_FOLDERS.items()}
+        for kind, samples in (("question", question), ("answer", answer), ("dialogue", dialogue)):
+            _write_wav(out / paths[kind], samples, sr)
+        rows.append({
+            "audio_path": paths["question"], "answer_audio_path": paths["answer"],
+            "context_end_time": (ce - s0) / sr, "question_end_time": (qe - s0) / sr,
+            "answer_duration": (ae - a0) / sr, "speakers": f"{asker},{answerer}",
+            "conversation_id": d.conversation_id, "transcript_question": d.question.text,
+            "transcript_answer": d.answer.text, "answer_start_time": (a0 - qe) / sr,
+            "finish_reason": "stop", "item_id": d.item_id, "dialogue_path": paths["dialogue"],
+        })
+    return rows
+
+
+def _load_channels(segments: list[Segment], sr: int) -> dict[str, np.ndarray]:
+    """Each speaker's channel at sr: mono files in one load_many call, multi-channel files read once."""
+    sources = {}
+    for s in segments:
+        sources.setdefault(s.speaker, s)
+    mono = [s for s in sources.values() if s.channel is None]
+    channels: dict[str, np.ndarray] = {}
+    if mono:
+        batch = audio.load_many([s.audio_path for s in mono], sample_rate=sr, num_threads=len(mono), max_seconds=0.0)
+        for s, wave, error in zip(mono, batch, batch.errors):
+            if error is not None:
+                raise AudioError(f"{_rows_of(segments, s.speaker)}: {error}")
+            channels[s.speaker] = wave
+    by_file: dict[str, list[Segment]] = {}
+    for s in sources.values():
+        if s.channel is not None:
+            by_file.setdefault(s.audio_path, []).append(s)
+    for path, users in by_file.items():
+        try:
+            waves = _read_file_channels(path, [s.channel for s in users], sr)
+        except AudioError as error:
+            raise AudioError(f"{_rows_of(segments, users[0].speaker)}: {error}") from None
+        channels.update({s.speaker: w for s, w in zip(users, waves)})
+    for speaker, wave in channels.items():
+        last = max((s for s in segments if s.speaker == speaker), key=lambda s: s.end)
+        if last.end > len(wave) / sr + AUDIO_END_TOLERANCE_S:
+            raise AudioError(f"{last.where()}: ends at {last.end:g} s, after the end of its audio "
+                             f"{_source(last)} ({len(wave) / sr:g} s)")
+    return channels
+
+
+def _rows_of(segments: list[Segment], speaker: str) -> str:
+    """'<first row> (and N more rows of speaker X)': where an audio problem is reported."""
+    own = [s for s in segments if s.speaker == speaker]
+    more = f" (and {len(own) - 1} more rows of speaker {speaker!r})" if len(own) > 1 else ""
+    return own[0].where() + more
+
+
+def _read_file_channels(path: str, wanted: list[int], sr: int) -> list[np.ndarray]:
+    """The wanted channels of one file, each resampled to sr by the core's resampler (as audio.load)."""
+    from sdscore._native import core
+
+    try:
+        frames, rate = sf.read(path, dtype="float32", always_2d=True)
+    except Exception as error:  # noqa: BLE001 - libsndfile reports every failure as one error type
+        reason = "no such file" if not os.path.exists(path) else f"cannot decode ({error})"
+        raise AudioError(f"{path}: {reason}") from None
+    if len(frames) == 0:
+        raise AudioError(f"{path}: no audio samples")
+    check_finite(path, frames)
+    bad = [c for c in wanted if c >= frames.shape[1]]
+    if bad:
+        raise AudioError(f"{path}: unknown channel {bad[0]} (the file has {frames.shape[1]} channel(s))")
+    return [core.resample(np.ascontiguousarray(frames[:, c]), int(rate), int(sr)) for c in wanted]
+
+
+def _sample(seconds: float, sr: int) -> int:
+    return round(seconds * sr)
+
+
+def _span(wave: np.ndarray, start: int, end: int, length: int | None = None) -> np.ndarray:
+    """wave[start:end] as float32, zero-padded past the wave's end (and to ``length`` samples)."""
+    n = max(0, end - start) if length is None else length
+    piece = np.zeros(n, np.float32)
+    got = wave[start:max(start, min(end, len(wave)))]
+    piece[: len(got)] = got
+    return piece
+
+
+def _file_name(item_id: str) -> str:
+    """A file-system-safe name for an item id (a hash keeps altered ids apart)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", item_id)[:120].strip("._") or "item"
+    if safe != item_id:
+        safe += "-" + hashlib.sha1(item_id.encode()).hexdigest()[:8]
+    return safe
+
+
+def _write_wav(path: Path, samples: np.ndarray, sr: int) -> None:
+    """16-bit PCM WAV, atomically; float samples map to round(x * 32768), so 16-bit input is kept exactly."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pcm = np.clip(np.round(np.asarray(samples, np.float64) * 32768), -32768, 32767).astype(np.int16)
+    with atomic_path(path) as temp:
+        sf.write(str(temp), pcm, sr, subtype="PCM_16", format="WAV")
+
+
+def _write_metadata(path: Path, rows: list[dict]) -> None:
+    """metadata.csv in METADATA_COLUMNS order, atomically (a header alone when there are no rows)."""
+    schema = {c: pl.Float64 if c.endswith(("_time", "_duration")) else pl.String for c in METADATA_COLUMNS}
+    frame = pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
+    with atomic_path(path) as temp:
+        frame.write_csv(temp)
+
+
+def format_summary(summary: dict) -> str:
+    """One line: how many dialogues from how many conversations, and where metadata.csv is."""
+    return (f"{summary['dialogues']} dialogues from {summary['selected_conversations']} of "
+            f"{summary['conversations']} conversations ({len(summary['skipped'])} skipped) → {summary['metadata']}")
+
+
+__all__ = ["Dialogue", "Segment", "SegmentTable", "Turn", "find_dialogues", "format_summary", "merge_turns",
+           "read_segments", "select_dialogues"]
