@@ -51,18 +51,18 @@ def counted(files, tmp_path_factory):
     """Blueprints with ASR and an emotion classifier, counting the items that reach extract()."""
     emotion = build_onnx(tmp_path_factory.mktemp("emo") / "emotion")
     seen = []
-    original = bp.extract
+    original = bp.extract_concurrently
 
-    def spy(extractors, batch, **options):
+    def spy(chains, batch):
         seen.append(len(batch))
-        return original(extractors, batch, **options)
+        return original(chains, batch)
 
-    bp.extract = spy
+    bp.extract_concurrently = spy
     try:
         cache = tmp_path_factory.mktemp("cache")
         out = build_blueprints(files, cache_dir=cache, emotion_dir=emotion)
     finally:
-        bp.extract = original
+        bp.extract_concurrently = original
     return out, seen, cache, emotion
 
 
@@ -121,7 +121,7 @@ def test_a_rerun_reads_the_cache_without_loading_models(files, counted):
     assert len(entries) == 2 and not list(cache.rglob("*.tmp"))
     builder = BlueprintBuilder(cache_dir=cache, emotion_dir=emotion)
     assert builder.build(files) == blueprints
-    assert builder._extractors is None
+    assert builder._chains is None
     entries[0].write_text(
         "{not json"
     )  # a damaged entry is a miss, recomputed and rewritten

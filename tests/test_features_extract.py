@@ -61,6 +61,8 @@ def test_registry_names_every_extractor():
         "rate",
         "emotion",
         "accent",
+        "praat_pitch",
+        "language",
     }
 
 

@@ -222,6 +222,9 @@ def test_cli_timeout_reaches_the_client(tmp_path, monkeypatch):
         def build(self, paths):
             return [BLUEPRINTS[Path(p).name] for p in paths]
 
+        def close(self):
+            pass
+
     module = types.ModuleType("sdscore.features.blueprint")
     module.BlueprintBuilder = BlueprintBuilder
     monkeypatch.setitem(sys.modules, "sdscore.features.blueprint", module)

@@ -334,6 +334,9 @@ def fake_blueprints(monkeypatch):
             calls.append((list(paths), self.cache_dir))
             return [BLUEPRINTS.get(Path(p).name, {"error": "no such audio"}) for p in paths]
 
+        def close(self):
+            pass
+
     module = types.ModuleType("sdscore.features.blueprint")
     module.BlueprintBuilder = BlueprintBuilder
     module.build_blueprints = lambda paths, cache_dir=None: BlueprintBuilder(cache_dir).build(paths)

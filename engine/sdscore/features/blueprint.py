@@ -17,7 +17,7 @@ from sdscore import __version__
 from sdscore.audio import load_many
 from sdscore.audio.checks import over_cap
 from sdscore.features.cache import ContentCache, cache_key, hash_file, hash_settings
-from sdscore.features.extract import extract, resolve
+from sdscore.features.extract import extract_concurrently, resolve
 
 SAMPLE_RATE = 16000
 CACHE_VERSION = "blueprint-features-1"
@@ -45,7 +45,9 @@ class BlueprintBuilder:
 
     asr: None (no transcript or rates), "pocketsphinx" (default) or an asr options dict such as
     {"backend": "whisper", "model_dir": DIR}; emotion_dir / accent_dir: local classifiers;
-    max_audio_seconds: longer files get an error row (None: load_many's default).
+    max_audio_seconds: longer files get an error row (None: load_many's default); jobs: worker
+    processes for pocketsphinx (default: the CPU count), which holds the GIL one clip at a time and
+    so runs there, beside the VAD, DNSMOS, pitch and loudness extractors of this process.
     """
 
     def __init__(
@@ -56,6 +58,7 @@ class BlueprintBuilder:
         accent_dir: str | os.PathLike | None = None,
         batch_size: int = 32,
         max_audio_seconds: float | None = None,
+        jobs: int | None = None,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -79,7 +82,8 @@ class BlueprintBuilder:
                 names.append(name)
                 options[name] = {"model_dir": str(folder)}
         self.names, self.options = names, options
-        self._extractors: list | None = None
+        self.jobs = max(1, int(jobs if jobs is not None else (os.cpu_count() or 1)))
+        self._chains: list[list] | None = None
         settings = {
             "version": CACHE_VERSION,
             "sdscore": __version__,
@@ -99,9 +103,30 @@ class BlueprintBuilder:
     @property
     def extractors(self) -> list:
         """The extractor instances, loaded on first use (a fully cached run loads no model)."""
-        if self._extractors is None:
-            self._extractors = resolve(self.names, self.options)
-        return self._extractors
+        return [ex for chain in self.chains for ex in chain]
+
+    @property
+    def chains(self) -> list[list]:
+        """Independent extractor chains run side by side: pocketsphinx (on `jobs` worker processes)
+        with the speech rate that reads its words, and everything else."""
+        if self._chains is None:
+            asr = self.options.get("asr", {})
+            if "asr" in self.names and asr.get("backend", "pocketsphinx") == "pocketsphinx" and self.jobs > 1:
+                from sdscore.features.process_extractor import ProcessExtractor
+
+                serial = ProcessExtractor(["asr"], self.jobs, {"asr": asr})
+                rest = [n for n in self.names if n not in ("asr", "rate")]
+                options = {k: v for k, v in self.options.items() if k in rest}
+                self._chains = [resolve(rest, options), resolve([serial, "rate"])]
+            else:
+                self._chains = [resolve(self.names, self.options)]
+        return self._chains
+
+    def close(self) -> None:
+        """Stop the ASR worker processes, if any were started."""
+        for ex in self.extractors if self._chains is not None else ():
+            if hasattr(ex, "close"):
+                ex.close()
 
     def key(self, path: str | os.PathLike) -> str:
         """Cache key of a file: digest of its bytes and of the extractor settings."""
@@ -134,7 +159,7 @@ class BlueprintBuilder:
             part = keys[b : b + self.batch_size]
             batch = load_many([first_path[k] for k in part], sample_rate=SAMPLE_RATE,
                               max_seconds=self.max_audio_seconds)
-            for key, row in zip(part, extract(self.extractors, batch).to_dicts()):
+            for key, row in zip(part, extract_concurrently(self.chains, batch).to_dicts()):
                 if self.cache is not None and row["error"] is None:
                     self.cache.put_json(key, row)
                 for i in todo[key]:

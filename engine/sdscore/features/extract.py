@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -142,6 +143,27 @@ def extract(
     )
     frame["refused"] = pl.Series("refused", ["; ".join(r) if r else None for r in refusals], dtype=pl.Utf8)
     return pl.DataFrame(frame)
+
+
+def extract_concurrently(chains: Sequence[Sequence[str | Extractor]], batch: AudioBatch) -> pl.DataFrame:
+    """``extract`` of independent chains at once, one thread each, as one frame (columns side by
+    side; ``error`` and ``refused`` joined per item). For chains that release the GIL or wait on
+    worker processes: ONNX models in one, pocketsphinx on a process pool in another."""
+    if len(chains) == 1:
+        return extract(chains[0], batch)
+    with ThreadPoolExecutor(len(chains) - 1) as pool:
+        others = [pool.submit(extract, chain, batch) for chain in chains[1:]]
+        frames = [extract(chains[0], batch), *(f.result() for f in others)]
+    joined = {}
+    for name in ("error", "refused"):
+        joined[name] = [
+            "; ".join(dict.fromkeys(v for v in values if v)) or None
+            for values in zip(*(f[name].to_list() for f in frames))
+        ]
+    columns = [f.drop("error", "refused") for f in frames]
+    return pl.concat(columns, how="horizontal").with_columns(
+        pl.Series("error", joined["error"], dtype=pl.Utf8), pl.Series("refused", joined["refused"], dtype=pl.Utf8)
+    )
 
 
 def run_isolated(

@@ -52,6 +52,7 @@ class JudgeScorer:
         return score_judge(rows, self.judge, self.fusion, blueprints)
 
     def close(self) -> None:
+        self.blueprints.close()
         if isinstance(self.judge, LLMJudge):
             self.judge.client.close()
 

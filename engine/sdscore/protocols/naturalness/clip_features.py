@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sdscore import __version__
 from sdscore.audio import AudioBatch, load_many
 from sdscore.audio.checks import over_cap
 from sdscore.features.cache import ContentCache, cache_key, hash_file, hash_settings
-from sdscore.features.extract import extract, make_extractor, run_isolated, select
+from sdscore.features.extract import extract, extract_concurrently, make_extractor, run_isolated, select
 from sdscore.features.process_extractor import ProcessExtractor
 from sdscore.protocols.naturalness.local_models import DialectProfile, EmotionDimensions, OnnxMos
 
@@ -92,10 +91,8 @@ class ClipFeatures:
         return out
 
     def _answer_features(self, batch: AudioBatch) -> list[dict]:
-        with ThreadPoolExecutor(1) as pool:  # pocketsphinx + Praat on worker processes meanwhile
-            serial = pool.submit(extract, [self.serial], batch)
-            onnx = extract([self.vad, self.quality], batch)
-            rows = _merge(onnx, serial.result())
+        # the ONNX models here while pocketsphinx + Praat run on worker processes
+        rows = extract_concurrently([[self.vad, self.quality], [self.serial]], batch).to_dicts()
         if self.whisper is not None:
             whisper = extract([self.whisper], batch).to_dicts()
             for row, w in zip(rows, whisper):
@@ -141,17 +138,6 @@ class ClipFeatures:
                 continue
             for i, v in zip(ok, values):
                 rows[i][name] = v
-
-
-def _merge(a, b) -> list[dict]:
-    """Row dicts of two extract() frames over the same items, errors and refusals joined."""
-    rows = []
-    for x, y in zip(a.to_dicts(), b.to_dicts()):
-        row = {**x, **y}
-        row["error"] = _join(x["error"], y["error"])
-        row["refused"] = _join(x["refused"], y["refused"])
-        rows.append(row)
-    return rows
 
 
 def _join(a: str | None, b: str | None) -> str | None:
