@@ -67,8 +67,12 @@ def test_demo_writes_every_stage(corpus, tmp_path):
     code = main(["demo", "--out", str(out), "--size", "tiny", "--seed", "3"])
     report = json.loads((out / "demo.json").read_text())
     assert code == 0 and report["ok"], report.get("failed_stages")
-    assert [s["protocol"] for s in report["stages"]] == ["reward", "consistency", "judge", "arena"]
+    assert [s["protocol"] for s in report["stages"]] == ["reward", "consistency", "judge", "naturalness", "arena"]
     assert all(m["failed"] == 0 for m in report["corpus_summary"]["manifests"].values())
+    naturalness = next(s for s in report["stages"] if s["protocol"] == "naturalness")
+    assert "halfduplex-robot" in naturalness["table"] and "human" in naturalness["table"]
+    metrics = json.loads((out / "naturalness" / "metrics.json").read_text())
+    assert metrics["systems"]["halfduplex-robot"]["interrupted_pct"]["value"] == 0.0  # it never starts early
 
 
 def test_bench_command_names_the_benchmarks(capsys):

@@ -54,6 +54,8 @@ def _print_demo(report: dict) -> None:
         for key, value in stage["headline"].items():
             metrics.add_row(key, "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value))
         console.print(metrics)
+        if stage.get("table"):  # a paper's table as plain text (naturalness: Table III per system)
+            console.print(stage["table"], markup=False, highlight=False, soft_wrap=True)
     for name, error in report.get("failed_stages", {}).items():
         console.print(f"[red]stage {name} failed:[/red] {error}")
 

@@ -1,4 +1,4 @@
-"""`sdscore corpus stratify`: build benchmark manifests from a corpus."""
+"""`sdscore corpus stratify|select-dialogues`: build benchmark manifests from a corpus."""
 
 from __future__ import annotations
 
@@ -27,8 +27,34 @@ def _cmd_stratify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_select_dialogues(args: argparse.Namespace) -> int:
+    import warnings
+
+    from rich.markup import escape
+
+    from sdscore.cli.console import stage_progress
+    from sdscore.protocols.naturalness.selection import select_dialogues
+
+    with stage_progress() as progress, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # skipped conversations are printed below, from the summary
+        summary = select_dialogues(
+            args.segments, args.out, max_context_segments=args.max_context_segments,
+            min_answer_seconds=args.min_answer_seconds, max_turn_gap=args.max_turn_gap,
+            backchannel_max=args.backchannel_max, overwrite=args.overwrite,
+            errors="raise" if args.strict else "skip", progress=progress,
+        )
+    for entry in summary["skipped"]:
+        console.print(f"[yellow]skipped conversation {escape(repr(entry['conversation_id']))}:[/yellow]")
+        for problem in entry["problems"]:
+            console.print("  " + escape(problem))
+    console.print(f"{summary['dialogues']} dialogues from {summary['selected_conversations']} of "
+                  f"{summary['conversations']} conversations ({len(summary['skipped'])} skipped) → "
+                  f"[bold]{escape(summary['metadata'])}[/bold]")
+    return 1 if summary["skipped"] else 0
+
+
 def add_corpus_parser(sub) -> None:
-    """`sdscore corpus stratify MANIFEST --out BENCH.parquet [...]`."""
+    """`sdscore corpus stratify MANIFEST --out BENCH.parquet [...]`, `sdscore corpus select-dialogues SEGMENTS --out DIR`."""
     corpus = sub.add_parser("corpus", help="build benchmark manifests from a corpus")
     tools = corpus.add_subparsers(dest="tool", required=True)
     stratify = tools.add_parser("stratify", help="at most K reward pairs per (source, category) bucket (ESDR-Bench)")
@@ -39,3 +65,20 @@ def add_corpus_parser(sub) -> None:
     stratify.add_argument("--seed", type=int, default=0)
     stratify.add_argument("--remaining", type=Path, help="write the pairs not selected here (e.g. a training set)")
     stratify.set_defaults(func=_cmd_stratify)
+
+    select = tools.add_parser(
+        "select-dialogues",
+        help="SPEARBench dialogues (context, question ending in '?', answer) from timed two-speaker segments",
+    )
+    select.add_argument("segments", type=Path, help="segments table: conversation_id, speaker, start, end, text, "
+                        "audio_path[, channel] (CSV/TSV/Parquet/JSONL)")
+    select.add_argument("--out", required=True, type=Path, help="output folder: metadata.csv and audio/")
+    select.add_argument("--max-context-segments", type=int, default=5, help="context utterances kept (latest)")
+    select.add_argument("--min-answer-seconds", type=float, default=1.0, help="shortest answer turn")
+    select.add_argument("--max-turn-gap", type=float, default=0.5, help="a silence this long ends a turn")
+    select.add_argument("--backchannel-max", type=float, default=0.5,
+                        help="shorter utterances inside the other speaker's turn are backchannels")
+    select.add_argument("--overwrite", action="store_true", help="replace an earlier selection in --out")
+    select.add_argument("--strict", action="store_true", help="stop at the first bad row instead of skipping "
+                        "its conversation")
+    select.set_defaults(func=_cmd_select_dialogues)

@@ -68,6 +68,9 @@ def add_score_parser(sub) -> None:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     metrics = protocol(args.protocol).evaluate_files(args.results, args.out, plot=args.plot, seed=args.seed)
+    table = protocol(args.protocol).format_table(metrics)
+    if table:
+        console.print(table, markup=False, highlight=False, soft_wrap=True)
     console.print(f"metrics ({len(json.dumps(metrics))} bytes of JSON) → [bold]{args.out}[/bold]")
     return 0
 

@@ -48,6 +48,11 @@ class ProtocolEntry:
             raise ValueError(f"eval {self.name} takes one results file, got {len(results)}")
         return self._attr("", "evaluate_files")(results, out_json, plot=plot, seed=seed)
 
+    def format_table(self, metrics: dict) -> str | None:
+        """The paper's table of `metrics` as plain text, when the package provides `format_table`."""
+        fn = getattr(importlib.import_module(self.package), "format_table", None)
+        return None if fn is None else fn(metrics)
+
 
 PROTOCOLS: dict[str, ProtocolEntry] = {
     entry.name: entry

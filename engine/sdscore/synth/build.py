@@ -21,8 +21,14 @@ from sdscore.corpus import TURN, manifest_spec, validate_manifest, write_manifes
 from sdscore.synth import clips, similarity
 from sdscore.synth.battles import build_battles
 from sdscore.synth.consistency_instances import build_consistency
+from sdscore.synth.conversations import CONVERSATIONS_TABLE, build_conversations
 from sdscore.synth.judge_items import build_judge_items
-from sdscore.synth.naturalness_items import GAP_RANGE, LATENCY_RANGE, build_naturalness
+from sdscore.synth.naturalness_items import (
+    GAP_RANGE,
+    LATENCY_RANGE,
+    MODEL_GAP_RANGE,
+    build_naturalness,
+)
 from sdscore.synth.render import Renderer, Utterance
 from sdscore.synth.reward_pairs import build_reward_pairs, reward_dialogues
 from sdscore.synth.texts import CALIBRATION_SENTENCE
@@ -39,12 +45,13 @@ class SizeSpec:
     judge_items: int
     naturalness_items: int
     battle_prompts: int
+    conversations: int = 4
 
 
 SIZES: dict[str, SizeSpec] = {
-    "tiny": SizeSpec(6, 4, 3, 6, 6, 200),
-    "small": SizeSpec(48, 24, 16, 40, 40, 2500),
-    "medium": SizeSpec(160, 80, 48, 120, 120, 10000),
+    "tiny": SizeSpec(6, 4, 3, 6, 6, 200, conversations=3),
+    "small": SizeSpec(48, 24, 16, 40, 40, 2500, conversations=4),
+    "medium": SizeSpec(160, 80, 48, 120, 120, 10000, conversations=8),
 }
 
 MANIFESTS = {
@@ -81,12 +88,15 @@ NOTES = {
         "first decisive of C, P, VQ; else both_good iff C is both_good)."
     ),
     "naturalness.parquet": (
-        "SPEARBench items. audio_path: context (answerer) + pause + question (asker), 16 kHz, "
+        "SPEARBench items; every question answered by two systems (human: natural voice, gaps incl. "
+        "interruptions; halfduplex-robot: robotic voice, never before the question ends), sharing the "
+        "question file. audio_path: context (answerer) + pause + question (asker), 16 kHz, "
         "ending where the question's speech ends (question_end_time). "
         "answer_audio_path: the answer with a known leading silence = latency "
-        "(truth.naturalness.answer_latency_s). dialogue_path: 16 kHz stereo, channel 0 asker, channel 1 "
-        "answerer; the answer's speech begins answer_start_time s after the question's speech ends "
-        "(negative = interruption). Times are speech bounds at -35 dB re peak, 10 ms frames."
+        "(truth.naturalness.answer_latency_s). answer_start_time: where the answer file starts relative "
+        "to the question's end (negative = interruption), so its speech starts answer_start_time + "
+        "latency s after the question's (truth.naturalness.speech_gap_s). dialogue_path: 16 kHz stereo, "
+        "channel 0 asker, channel 1 answerer. Times are speech bounds at -35 dB re peak, 10 ms frames."
     ),
     "battles.parquet": (
         "S2S-Arena battles with winners drawn from a known Bradley-Terry model with domain offsets, "
@@ -99,6 +109,14 @@ NOTES = {
     ),
     "audio/degraded/": "Degraded copies of renders, one folder per degradation (see synth/degrade.py).",
     "audio/naturalness/": "Question, answer and two-channel dialogue files of the naturalness items.",
+    CONVERSATIONS_TABLE: (
+        "Timed segments of two-speaker conversations, the input of `sdscore corpus select-dialogues`: one row "
+        "per utterance (conversation_id, speaker, start, end in s, text, audio_path = the speaker's channel "
+        "file, channel null). Cases: short silences inside turns, listener backchannels (< 0.5 s), "
+        "overlapping turns, a short answer then a long silence that splits the turn, opening questions "
+        "without context. truth.conversations.dialogues: the valid SPEARBench dialogues of the script."
+    ),
+    "audio/conversations/": "One 16 kHz mono channel file per speaker per conversation (conversations.parquet).",
 }
 
 
@@ -141,8 +159,13 @@ def build_corpus(
     frames["naturalness"], truth["naturalness"] = build_naturalness(
         renderer, rng["naturalness"], spec.naturalness_items
     )
-    truth["naturalness"].update({"gap_range_s": list(GAP_RANGE), "latency_range_s": list(LATENCY_RANGE)})
+    truth["naturalness"].update({"gap_range_s": list(GAP_RANGE), "model_gap_range_s": list(MODEL_GAP_RANGE),
+                                 "latency_range_s": list(LATENCY_RANGE)})
     frames["arena"], truth["arena"] = build_battles(rng["arena"], spec.battle_prompts)
+    # its own child seed (after the manifests' five), so adding it left their draws unchanged
+    conversation_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(len(MANIFESTS) + 1)[-1])
+    segments, truth["conversations"] = build_conversations(renderer, conversation_rng, spec.conversations)
+    write_manifest(segments, out / CONVERSATIONS_TABLE)
 
     for i, (name, filename) in enumerate(MANIFESTS.items()):
         write_manifest(validate_manifest(frames[name], name, filename), out / filename)

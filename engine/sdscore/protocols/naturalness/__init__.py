@@ -16,4 +16,11 @@ def evaluate_files(results, out_json, *, plot=None, seed: int = 0) -> dict:
     return run(results, out_json, plot=plot, seed=seed)
 
 
-__all__ = ["HUMAN_SYSTEM", "RESULTS", "NaturalnessScorer", "evaluate_files", "scoring_job"]
+def format_table(metrics: dict) -> str:
+    """Table III of `evaluate_files`' metrics as plain text."""
+    from sdscore.protocols.naturalness.evaluation import format_table as table
+
+    return table(metrics)
+
+
+__all__ = ["HUMAN_SYSTEM", "RESULTS", "NaturalnessScorer", "evaluate_files", "format_table", "scoring_job"]

@@ -20,7 +20,7 @@ Turns (SPEARBench III.A, made exact; utterances of one conversation, ordered by 
 Dialogues: turn j is a question iff its text (its utterances' texts joined by spaces, stripped)
 ends with '?', j >= 1 (some context), and turn j+1 is by the other speaker and lasts at least
 ``min_answer_seconds`` (its first start to its latest end). The context is the last
-``max_context_segments`` utterances of turns 0..j-1.
+``max_context_segments`` utterances of turns 0..j-1. Times are compared within 1 ns.
 
 Clips (sample bounds = round(seconds x rate)): the question clip mixes both speakers from the
 context's start to the question's end, the answerer's channel silenced from the answer's start
@@ -67,6 +67,9 @@ SUMMARY_FILE = "selection.json"
 CLIP_FOLDERS = {"question": "audio/question", "answer": "audio/answer", "dialogue": "audio/dialogue"}
 #: A segment may end this far past its audio's end (annotation rounding); the clip is zero-padded.
 AUDIO_END_TOLERANCE_S = 0.1
+#: Durations and gaps are compared to the settings within this many seconds (float rounding:
+#: 4.6 - 3.6 is 0.9999999999999996, and that answer lasts 1.0 s).
+_EPS = 1e-9
 
 
 @dataclass(frozen=True)
@@ -157,14 +160,14 @@ def merge_turns(segments: Sequence[Segment], *, max_turn_gap: float = 0.5, backc
 
     def is_backchannel(s: Segment) -> bool:
         others = [h for speaker, spans in holds.items() if speaker != s.speaker for h in spans]
-        return s.duration < backchannel_max and any(a <= s.start and s.end <= b for a, b in others)
+        return s.duration < backchannel_max - _EPS and any(a <= s.start and s.end <= b for a, b in others)
 
     turns: list[Turn] = []
     backchannels: list[Segment] = []
     for s in ordered:
         if is_backchannel(s):
             backchannels.append(s)
-        elif turns and s.speaker == turns[-1].speaker and s.start - turns[-1].end < max_turn_gap:
+        elif turns and s.speaker == turns[-1].speaker and s.start - turns[-1].end < max_turn_gap - _EPS:
             turns[-1] = Turn(s.speaker, (*turns[-1].segments, s))
         else:
             turns.append(Turn(s.speaker, (s,)))
@@ -179,9 +182,9 @@ def _holds(own: list[Segment], max_turn_gap: float, backchannel_max: float) -> l
     """(start, end) spans of one speaker's utterances >= backchannel_max, merged over short silences."""
     spans: list[list[float]] = []
     for s in own:
-        if s.duration < backchannel_max:
+        if s.duration < backchannel_max - _EPS:
             continue
-        if spans and s.start - spans[-1][1] < max_turn_gap:
+        if spans and s.start - spans[-1][1] < max_turn_gap - _EPS:
             spans[-1][1] = max(spans[-1][1], s.end)
         else:
             spans.append([s.start, s.end])
@@ -197,7 +200,7 @@ def find_dialogues(
         question, answer = turns[j], turns[j + 1]
         if not question.text.strip().endswith("?") or answer.speaker == question.speaker:
             continue
-        if answer.duration < min_answer_seconds:
+        if answer.duration < min_answer_seconds - _EPS:
             continue
         context = tuple(s for t in turns[:j] for s in t.segments)[-max_context_segments:]
         found.append(Dialogue(question.segments[0].conversation_id, j, context, question, answer))
@@ -230,10 +233,11 @@ def read_segments(path: str | os.PathLike) -> SegmentTable:
         )
     paths = frame.select(resolve_path(pl.col("audio_path").cast(pl.String), table.base_dir))["audio_path"]
     channels = frame["channel"].to_list() if "channel" in frame.columns else [None] * frame.height
+    labels = table.locate_rows(range(frame.height))  # one call: a JSONL locator reads its file per call
     segments, problems = [], []
-    for i, (row, path_value, channel) in enumerate(zip(frame.select(REQUIRED_COLUMNS).iter_rows(named=True),
-                                                       paths, channels)):
-        label = f"{table.source} {table.locate_rows([i])[0]}"
+    for row, path_value, channel, where in zip(frame.select(REQUIRED_COLUMNS).iter_rows(named=True), paths,
+                                               channels, labels):
+        label = f"{table.source} {where}"
         conversation, found = _text(row["conversation_id"]), []
         speaker = _text(row["speaker"])
         for name, value in (("conversation_id", conversation), ("speaker", speaker), ("audio_path", path_value)):
@@ -259,35 +263,30 @@ def read_segments(path: str | os.PathLike) -> SegmentTable:
 
 def _text(value) -> str | None:
     """A cell as stripped text (None for null or blank)."""
-    if value is None:
-        return None
-    text = str(value).strip()
-    return text or None
+    return None if value is None else str(value).strip() or None
 
 
 def _seconds(value, name: str) -> tuple[float | None, str | None]:
     """(seconds, None) or (None, why the cell is not a non-negative finite number)."""
-    if value is None or (isinstance(value, str) and not value.strip()):
+    if _text(value) is None:
         return None, f"{name} is missing"
     try:
-        seconds = math.nan if isinstance(value, bool) else float(value)
+        seconds = None if isinstance(value, bool) else float(value)
     except (TypeError, ValueError):
         seconds = None
-    if seconds is None or isinstance(value, bool):
+    if seconds is None:
         return None, f"{name} {value!r} is not a number"
-    if not math.isfinite(seconds):
-        return None, f"{name} is {seconds}"
-    if seconds < 0:
-        return None, f"{name} {seconds:g} is negative"
+    if not math.isfinite(seconds) or seconds < 0:
+        return None, f"{name} is {seconds}" if not math.isfinite(seconds) else f"{name} {seconds:g} is negative"
     return seconds, None
 
 
 def _channel(value) -> tuple[int | None, str | None]:
     """(channel or None, None) or (None, why the cell is not a non-negative integer)."""
-    if value is None or (isinstance(value, str) and not value.strip()):
+    if _text(value) is None:
         return None, None
     try:
-        number = float(value) if not isinstance(value, bool) else math.nan
+        number = math.nan if isinstance(value, bool) else float(value)
     except (TypeError, ValueError):
         number = math.nan
     if not math.isfinite(number) or number < 0 or number != int(number):
@@ -318,9 +317,9 @@ def select_dialogues(
     """
     settings = _check_settings(max_context_segments, min_answer_seconds, max_turn_gap, backchannel_max, errors)
     sample_rate = check_target_rate(sample_rate)
-    table = read_segments(segments_path)
     out = Path(out_dir)
-    _prepare_out(out, overwrite)
+    _refuse_existing(out, overwrite)
+    table = read_segments(segments_path)
 
     by_conversation: dict[str | None, list[Segment]] = {}
     skipped: dict[str | None, list[str]] = {}
@@ -343,8 +342,22 @@ def select_dialogues(
     if errors == "raise" and skipped:
         raise ManifestError(next(iter(skipped.values()))[0])
 
+    _clear_earlier_outputs(out)
     todo = [(c, d) for c, d in planned.items() if d]
-    results = _run_exports(todo, by_conversation, out, sample_rate, workers, progress)
+
+    def export(job):
+        try:
+            return _export_conversation(job[1], by_conversation[job[0]], out, sample_rate), None
+        except SdscoreError as error:
+            return [], error
+
+    threads = max(1, min(workers or min(8, os.cpu_count() or 1), len(todo) or 1))
+    results = []
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for result in pool.map(export, todo):
+            results.append(result)
+            if progress is not None:
+                progress("select dialogues", len(results), len(todo))
     rows = []
     for (conversation, _), (written, error) in zip(todo, results):
         if error is not None:
@@ -388,18 +401,21 @@ def _check_settings(max_context_segments, min_answer_seconds, max_turn_gap, back
     return {"max_context_segments": int(max_context_segments), **{k: float(v) for k, v in named.items()}}
 
 
-def _prepare_out(out: Path, overwrite: bool) -> None:
-    """Refuse a non-empty out folder unless overwrite; then remove this module's earlier outputs."""
+def _refuse_existing(out: Path, overwrite: bool) -> None:
+    """Refuse a file, or a non-empty folder unless overwrite (no silently mixed selections)."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"{out}: exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()):
-        if not overwrite:
-            raise ValueError(f"{out}: output folder exists and is not empty; pass --overwrite to replace "
-                             "an earlier selection there")
-        for folder in CLIP_FOLDERS.values():
-            shutil.rmtree(out / folder, ignore_errors=True)
-        for name in (METADATA_FILE, SUMMARY_FILE):
-            (out / name).unlink(missing_ok=True)
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise ValueError(f"{out}: output folder exists and is not empty; pass --overwrite to replace "
+                         "an earlier selection there")
+
+
+def _clear_earlier_outputs(out: Path) -> None:
+    """Remove what an earlier selection wrote in out (nothing else), then make sure out exists."""
+    for folder in CLIP_FOLDERS.values():
+        shutil.rmtree(out / folder, ignore_errors=True)
+    for name in (METADATA_FILE, SUMMARY_FILE):
+        (out / name).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
 
 
@@ -424,25 +440,6 @@ def _check_sources(segments: list[Segment]) -> None:
 
 def _source(s: Segment) -> str:
     return repr(s.audio_path) + ("" if s.channel is None else f" channel {s.channel}")
-
-
-def _run_exports(todo, by_conversation, out, sample_rate, workers, progress) -> list:
-    """Export each (conversation, dialogues) on a thread pool; per item (rows, None) or ([], error)."""
-    def export(job):
-        conversation, dialogues = job
-        try:
-            return _export_conversation(dialogues, by_conversation[conversation], out, sample_rate), None
-        except SdscoreError as error:
-            return [], error
-
-    results = []
-    threads = max(1, min(workers or min(8, os.cpu_count() or 1), len(todo) or 1))
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        for result in pool.map(export, todo):
-            results.append(result)
-            if progress is not None:
-                progress("select dialogues", len(results), len(todo))
-    return results
 
 
 def _export_conversation(dialogues: list[Dialogue], segments: list[Segment], out: Path, sr: int) -> list[dict]:
@@ -567,11 +564,5 @@ def _write_metadata(path: Path, rows: list[dict]) -> None:
         frame.write_csv(temp)
 
 
-def format_summary(summary: dict) -> str:
-    """One line: how many dialogues from how many conversations, and where metadata.csv is."""
-    return (f"{summary['dialogues']} dialogues from {summary['selected_conversations']} of "
-            f"{summary['conversations']} conversations ({len(summary['skipped'])} skipped) → {summary['metadata']}")
-
-
-__all__ = ["Dialogue", "Segment", "SegmentTable", "Turn", "find_dialogues", "format_summary", "merge_turns",
+__all__ = ["Dialogue", "Segment", "SegmentTable", "Turn", "find_dialogues", "merge_turns",
            "read_segments", "select_dialogues"]

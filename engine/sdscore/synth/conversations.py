@@ -1,0 +1,264 @@
+"""Synthetic two-speaker conversations: per-speaker channel WAVs, a timed segments table, known dialogues.
+
+Each conversation voices one dialogue of the bank (user turns by the asker, assistant turns by the
+answerer), one utterance per sentence. Its recipe adds the cases that SPEARBench dialogue
+selection must get right: short silences inside turns, the listener's backchannels (inside a long
+utterance, or in a silence inside a turn), turns that overlap the previous one, an answer cut to a
+short first sentence followed by a long silence (which splits the answerer's turn in two), and
+opening questions with no context. Each speaker gets one 16 kHz mono WAV (their channel); the
+table has one row per utterance with its speech bounds, in seconds, exact to the sample.
+
+The truth lists the valid dialogues of the *planned* turns (SPEARBench's rule applied to the
+script as constructed, with its settings: context <= 5 segments, answers >= 1.0 s); it never
+looks at the segments table or calls the selection code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from sdscore.errors import SdscoreError
+from sdscore.synth import clips
+from sdscore.synth.dialogues import DIALOGUES
+from sdscore.synth.render import Renderer, Utterance
+from sdscore.synth.voices import Voice, pick, pool
+
+CONVERSATIONS_TABLE = "conversations.parquet"
+MIX_RATE = 16000
+LEAD_S = 0.3  # silence before the first utterance and after the last
+INTRA_GAP_RANGE = (0.1, 0.3)  # silences between the sentences of a turn
+TURN_GAP_RANGE = (0.25, 0.7)  # silences between turns
+OVERLAP_RANGE = (0.15, 0.35)  # how early an overlapping turn starts (at most half of either utterance)
+LONG_GAP_S = 1.2  # the silence that splits a turn
+BETWEEN_GAP_S = 0.4  # a silence inside a turn that holds a backchannel
+BACKCHANNEL_S = 0.3  # backchannel clips are cut to at most this much speech
+SHORT_ANSWER_S = 0.8  # a short answer is cut to at most this much speech
+BACKCHANNEL_TEXTS = ("Mm-hm.", "Yeah.", "Right.")
+#: SPEARBench's selection settings, which the truth assumes.
+TRUTH_MAX_CONTEXT_SEGMENTS = 5
+TRUTH_MIN_ANSWER_S = 1.0
+
+_SCHEMA = pl.Schema({"conversation_id": pl.String, "speaker": pl.String, "start": pl.Float64, "end": pl.Float64,
+                     "text": pl.String, "audio_path": pl.String, "channel": pl.Int64})
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A dialogue of the bank and, by turn index, where its selection cases go."""
+
+    dialogue_id: str
+    overlaps: tuple[int, ...] = ()  # turns that start before the previous turn ends
+    backchannel_inside: int | None = None  # turn whose longest utterance holds a listener backchannel
+    backchannel_between: int | None = None  # turn with a silence that holds a listener backchannel
+    short_answer: int | None = None  # turn cut to its first sentence; the rest follows after LONG_GAP_S
+
+
+RECIPES: tuple[Recipe, ...] = (
+    Recipe("travel-airport", overlaps=(3,), backchannel_inside=1),
+    Recipe("travel-lost-luggage", backchannel_between=1, short_answer=3),
+    Recipe("health-headache", overlaps=(2, 5), backchannel_inside=3),
+    Recipe("cooking-rice", overlaps=(1,), backchannel_between=0),
+)
+
+
+@dataclass(frozen=True, eq=False)
+class _Placed:
+    """An utterance on the timeline: speaker 0 (asker) or 1 (answerer), its 16 kHz clip (speech
+    padded by PAD_S), and the sample where its speech starts."""
+
+    speaker: int
+    text: str
+    relpath: str
+    clip: np.ndarray
+    at: int
+
+    @property
+    def end(self) -> int:
+        return self.at + len(self.clip) - 2 * _pad()
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """A planned turn: one speaker's utterances."""
+
+    speaker: int
+    utterances: tuple[_Placed, ...]
+
+    @property
+    def text(self) -> str:
+        return " ".join(u.text for u in self.utterances)
+
+
+def build_conversations(renderer: Renderer, rng: np.random.Generator, n: int) -> tuple[pl.DataFrame, dict]:
+    """The segments table (audio paths relative to the corpus folder) and the truth: valid dialogues."""
+    by_id = {d.dialogue_id: d for d in DIALOGUES}
+    plans = []
+    for i in range(n):
+        recipe = RECIPES[i % len(RECIPES)]
+        asker = pick(rng, pool(quality="natural"))
+        answerer = pick(rng, pool(quality="natural"), not_identity=[asker.identity])
+        plans.append((f"conversation-{i:02d}", recipe, (asker, answerer), by_id[recipe.dialogue_id].spoken))
+    renderer.render([u for _, recipe, voices, turns in plans for u in _utterances(recipe, voices, turns)],
+                    "conversations: tts")
+    layouts = [_layout(renderer, rng, *plan) for plan in plans]
+    paths = renderer.map(lambda job: _write_channels(renderer, *job), list(zip(plans, layouts)), "conversations: mix")
+
+    rows, dialogues = [], []
+    for (cid, _, voices, _), (turns, backchannels), channel_paths in zip(plans, layouts, paths):
+        placed = sorted([u for t in turns for u in t.utterances] + backchannels, key=lambda u: (u.at, u.end))
+        rows += [{"conversation_id": cid, "speaker": voices[u.speaker].id, "start": u.at / MIX_RATE,
+                  "end": u.end / MIX_RATE, "text": u.text, "audio_path": channel_paths[u.speaker], "channel": None}
+                 for u in placed]
+        dialogues += _truth(cid, voices, turns)
+    truth = {
+        "table": CONVERSATIONS_TABLE,
+        "settings": {"max_context_segments": TRUTH_MAX_CONTEXT_SEGMENTS, "min_answer_seconds": TRUTH_MIN_ANSWER_S,
+                     "max_turn_gap": 0.5, "backchannel_max": 0.5},
+        "conversations": [cid for cid, *_ in plans],
+        "dialogues": dialogues,
+    }
+    return pl.DataFrame(rows, schema=_SCHEMA), truth
+
+
+def sentences(text: str) -> list[str]:
+    """A turn's sentences (split after '.', '?' or '!' and a space)."""
+    return [s for s in re.split(r"(?<=[.?!])\s+", text.strip()) if s]
+
+
+def _utterances(recipe: Recipe, voices: tuple[Voice, Voice], turns: tuple[str, ...]) -> list[Utterance]:
+    """Every render the conversation needs: its sentences and its backchannels."""
+    out = [Utterance(voices[k % 2], s) for k, text in enumerate(turns) for s in sentences(text)]
+    for k in (recipe.backchannel_inside, recipe.backchannel_between):
+        if k is not None:
+            out.append(Utterance(voices[1 - k % 2], _backchannel_text(recipe, k)))
+    return out
+
+
+def _backchannel_text(recipe: Recipe, turn: int) -> str:
+    return BACKCHANNEL_TEXTS[(len(recipe.dialogue_id) + turn) % len(BACKCHANNEL_TEXTS)]
+
+
+def _pad() -> int:
+    return round(clips.PAD_S * MIX_RATE)
+
+
+def _clip(renderer: Renderer, u: Utterance, cap_s: float | None = None) -> np.ndarray:
+    """A render at 16 kHz; with cap_s, its speech cut to at most that long (20 ms fade-out)."""
+    sr = u.voice.sample_rate
+    x = clips.resample(clips.read(renderer.path(u.relpath), sr), sr, MIX_RATE)
+    pad, cap = _pad(), round((cap_s or 0) * MIX_RATE)
+    if cap_s is None or len(x) - 2 * pad <= cap:
+        return x
+    speech = x[pad: pad + cap].copy()
+    fade = round(0.02 * MIX_RATE)
+    speech[-fade:] *= np.linspace(1.0, 0.0, fade)
+    return np.concatenate([np.zeros(pad), speech, np.zeros(pad)])
+
+
+def _layout(renderer, rng, cid, recipe, voices, texts) -> tuple[list[_Turn], list[_Placed]]:
+    """Place every planned turn and backchannel on the conversation's timeline (samples at 16 kHz)."""
+    sr = MIX_RATE
+    turns: list[_Turn] = []
+    first_of: dict[int, int] = {}  # dialogue turn -> its (first) planned turn
+    between: tuple[_Placed, int] | None = None  # (utterance before the gap, gap in samples)
+    for k, text in enumerate(texts):
+        speaker = k % 2
+        parts = [sentences(text)]
+        if k == recipe.short_answer:
+            parts = [parts[0][:1], parts[0][1:]]
+        for p, part in enumerate(parts):
+            caps = [SHORT_ANSWER_S if k == recipe.short_answer and p == 0 else None] * len(part)
+            utterance_clips = [_clip(renderer, Utterance(voices[speaker], s), c) for s, c in zip(part, caps)]
+            speech = [len(c) - 2 * _pad() for c in utterance_clips]
+            gaps = [round(rng.uniform(*INTRA_GAP_RANGE) * sr) for _ in part[1:]]
+            if k == recipe.backchannel_between:
+                g = max(range(len(gaps)), key=lambda i: min(speech[i], speech[i + 1]))
+                if min(speech[g], speech[g + 1]) < 0.7 * sr:
+                    raise SdscoreError(f"{cid}: turn {k} has no gap between two long sentences for a backchannel")
+                gaps[g] = round(BETWEEN_GAP_S * sr)
+            if not turns:
+                at = round(LEAD_S * sr)
+            else:
+                previous = turns[-1].utterances[-1]
+                end = max(u.end for u in turns[-1].utterances)
+                if p == 1:
+                    at = end + round(LONG_GAP_S * sr)
+                elif k in recipe.overlaps:
+                    limit = 0.5 * min(speech[0], previous.end - previous.at)
+                    at = end - round(min(rng.uniform(*OVERLAP_RANGE) * sr, limit))
+                else:
+                    at = end + round(rng.uniform(*TURN_GAP_RANGE) * sr)
+            placed = []
+            for i, (s, c) in enumerate(zip(part, utterance_clips)):
+                placed.append(_Placed(speaker, s, Utterance(voices[speaker], s).relpath, c, at))
+                at = placed[-1].end + (gaps[i] if i < len(gaps) else 0)
+            if k == recipe.backchannel_between:
+                between = (placed[g], gaps[g])
+            first_of.setdefault(k, len(turns))
+            turns.append(_Turn(speaker, tuple(placed)))
+
+    backchannels = []
+    for k, where in ((recipe.backchannel_inside, "inside"), (recipe.backchannel_between, "between")):
+        if k is None:
+            continue
+        listener = 1 - k % 2
+        u = Utterance(voices[listener], _backchannel_text(recipe, k))
+        clip = _clip(renderer, u, BACKCHANNEL_S)
+        n = len(clip) - 2 * _pad()
+        if where == "inside":
+            host = max(turns[first_of[k]].utterances, key=lambda h: h.end - h.at)
+            if host.end - host.at < n + round(0.6 * sr):
+                raise SdscoreError(f"{cid}: turn {k} has no utterance long enough to hold a backchannel")
+            at = host.at + (host.end - host.at - n) // 2
+        else:
+            before, gap = between
+            at = before.end + (gap - n) // 2
+        backchannels.append(_Placed(listener, u.text, u.relpath, clip, at))
+    return turns, backchannels
+
+
+def _write_channels(renderer: Renderer, plan, layout) -> tuple[str, str]:
+    """Write the two speakers' channel files (unless present); returns their corpus-relative paths."""
+    cid, recipe, voices, _ = plan
+    turns, backchannels = layout
+    placed = [u for t in turns for u in t.utterances] + backchannels
+    key = clips.content_key("conversation", cid, recipe.dialogue_id, [v.id for v in voices],
+                            [(u.speaker, u.relpath, u.at, len(u.clip)) for u in placed])
+    paths = tuple(f"audio/conversations/{key}/{v.id}.wav" for v in voices)
+    total = max(u.at - _pad() + len(u.clip) for u in placed) + round(LEAD_S * MIX_RATE)
+    for speaker, path in enumerate(paths):
+        if renderer.path(path).exists():
+            continue
+        channel = np.zeros(total)
+        for u in placed:
+            if u.speaker == speaker:
+                channel[u.at - _pad(): u.at - _pad() + len(u.clip)] += u.clip
+        clips.write(renderer.path(path), channel, MIX_RATE)
+    return paths
+
+
+def _truth(cid: str, voices: tuple[Voice, Voice], turns: list[_Turn]) -> list[dict]:
+    """Valid dialogues of the planned turns: question ends in '?', has context, and is answered by
+    the other speaker for at least TRUTH_MIN_ANSWER_S."""
+    found = []
+    for j in range(1, len(turns) - 1):
+        question, answer = turns[j], turns[j + 1]
+        answer_start, answer_end = answer.utterances[0].at, max(u.end for u in answer.utterances)
+        if not question.text.endswith("?") or answer.speaker == question.speaker:
+            continue
+        if (answer_end - answer_start) / MIX_RATE < TRUTH_MIN_ANSWER_S:
+            continue
+        context = [u for t in turns[:j] for u in t.utterances][-TRUTH_MAX_CONTEXT_SEGMENTS:]
+        found.append({
+            "conversation_id": cid, "question_turn": j,
+            "asker": voices[question.speaker].id, "answerer": voices[answer.speaker].id,
+            "question": question.text, "answer": answer.text, "context_segments": len(context),
+            "context_start_s": min(u.at for u in context) / MIX_RATE,
+            "question_end_s": max(u.end for u in question.utterances) / MIX_RATE,
+            "answer_start_s": answer_start / MIX_RATE, "answer_end_s": answer_end / MIX_RATE,
+        })
+    return found
