@@ -106,3 +106,17 @@ def test_bad_settings_are_refused():
         YinPitch(hop_length=0)
     with pytest.raises(ValueError, match="contour_points must be >= 1, got 0"):
         YinPitch(contour_points=0)
+
+
+def test_frames_in_parallel_threads_give_the_same_track():
+    """Runs of frames go to threads (FFT and numba dip search without the GIL): every frame's F0
+    and confidence must be bit-identical whatever the thread count, on ragged items incl. empty."""
+    items = [harmonic(110, 3.0), np.zeros(0, np.float32), harmonic(220, 0.3), harmonic(160, 7.0, vibrato=5)]
+    batch = batch_of(items)
+    one = YinPitch(num_threads=1).track(batch)
+    for threads in (2, 5):
+        many = YinPitch(num_threads=threads).track(batch)
+        for (f_a, c_a), (f_b, c_b) in zip(one, many):
+            np.testing.assert_array_equal(f_a, f_b)
+            np.testing.assert_array_equal(c_a, c_b)
+    assert len(one[1][0]) == 0

@@ -28,13 +28,17 @@ LOAD_CHUNK = 256
 
 
 def ensure_corpus(corpus_dir: Path, seed: int, size: str, progress: Progress) -> dict:
-    """Build the synthetic corpus unless one with the same seed and size is already there."""
+    """Build the synthetic corpus unless one with the same seed, size and layout is already there
+    (a corpus from an older sdscore that lacks a file this one writes is rebuilt; its renders are
+    reused)."""
     from sdscore.synth import build_corpus
+    from sdscore.synth.build import NOTES
 
     meta = corpus_dir / "corpus.json"
     if meta.exists():
         summary = json.loads(meta.read_text())
-        if summary.get("seed") == seed and summary.get("size") == size:
+        current = all(name in summary.get("files", {}) for name in NOTES)
+        if summary.get("seed") == seed and summary.get("size") == size and current:
             return summary
     return build_corpus(corpus_dir, seed=seed, size=size, progress=progress)
 

@@ -21,7 +21,9 @@ Two choices differ from plain YIN + TRACE's filter, both measured against Praat'
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import ClassVar
 
 import numba
@@ -34,9 +36,10 @@ from sdscore.features.contours import contour
 from sdscore.features.extract import resample
 
 FRAMES_PER_FFT = 2048  # frames per FFT call (bounds memory to ~50 MB)
+MIN_FRAMES_PER_TASK = 256  # below this a thread's share is not worth its start
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def yin_pick(
     frames: np.ndarray, corr: np.ndarray, threshold: float, tau_min: int, tau_max: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -113,6 +116,7 @@ class YinPitch:
         fmin: float | None = 80.0,
         fmax: float | None = 300.0,
         contour_points: int = 20,
+        num_threads: int | None = None,
     ):
         if frame_length < 8 or frame_length % 2:
             raise ValueError(
@@ -128,6 +132,7 @@ class YinPitch:
         self.frame_length, self.hop_length = frame_length, hop_length
         self.threshold, self.min_confidence = threshold, min_confidence
         self.fmin, self.fmax, self.contour_points = fmin, fmax, contour_points
+        self.num_threads = max(1, int(num_threads if num_threads is not None else (os.cpu_count() or 1)))
 
     def frames(self, x: np.ndarray) -> np.ndarray:
         """Frames [F, frame_length], frame t starting at t·hop − frame_length/4: the difference
@@ -148,11 +153,22 @@ class YinPitch:
         per_item = [self.frames(x) if len(x) else empty for x in batch]
         counts = [len(f) for f in per_item]
         frames = np.concatenate(per_item)
-        period, conf = np.zeros(0), np.zeros(0)
-        for i in range(0, len(frames), FRAMES_PER_FFT):
-            chunk = np.ascontiguousarray(frames[i : i + FRAMES_PER_FFT])
-            p, c = yin_pick(chunk, correlation(chunk), self.threshold, *self.lags())
-            period, conf = np.concatenate([period, p]), np.concatenate([conf, c])
+        # frames are independent: their FFTs (scipy releases the GIL) and the numba dip search
+        # (nogil) run in parallel over contiguous runs of frames, with per-frame results unchanged
+        step = max(MIN_FRAMES_PER_TASK, min(FRAMES_PER_FFT, -(-len(frames) // self.num_threads)))
+        starts = range(0, len(frames), step)
+
+        def pick(i: int) -> tuple[np.ndarray, np.ndarray]:
+            chunk = np.ascontiguousarray(frames[i : i + step])
+            return yin_pick(chunk, correlation(chunk), self.threshold, *self.lags())
+
+        if self.num_threads > 1 and len(starts) > 1:
+            with ThreadPoolExecutor(min(self.num_threads, len(starts))) as pool:
+                parts = list(pool.map(pick, starts))
+        else:
+            parts = [pick(i) for i in starts]
+        period = np.concatenate([p for p, _ in parts]) if parts else np.zeros(0)
+        conf = np.concatenate([c for _, c in parts]) if parts else np.zeros(0)
         f0 = self.sample_rate / np.maximum(period, 1.0)
         bounds = np.cumsum(counts)[:-1]
         return list(zip(np.split(f0, bounds), np.split(conf, bounds)))
