@@ -283,3 +283,28 @@ def test_a_dialect_folder_with_other_labels_is_refused(tmp_path):
     folder = _hf_classifier(tmp_path / "other", ["us", "uk"])
     with pytest.raises(ModelError, match="Voxlect-English's classes"):
         DialectProfile(folder)
+
+
+def test_a_killed_worker_costs_one_batch_its_pool_not_the_run():
+    """A worker killed mid-batch (OOM killer, kill -9): that batch's items are redone one by one
+    in-process by extract(), and the next batch gets a fresh pool."""
+    import os
+    import signal
+
+    from sdscore.features.extract import extract
+    from sdscore.features.process_extractor import ProcessExtractor
+
+    batch = load_many(sorted(REAL.glob("*.wav"))[:4], 16000)
+    ex = ProcessExtractor(["praat_pitch"], jobs=2)
+    try:
+        expected = extract([ex], batch)
+        for pid in list(ex._pool._processes):
+            os.kill(pid, signal.SIGKILL)
+        from polars.testing import assert_frame_equal
+
+        assert_frame_equal(extract([ex], batch), expected)  # redone in-process, item by item
+        assert ex._pool is None
+        assert_frame_equal(extract([ex], batch), expected)  # a new pool
+        assert ex._pool is not None
+    finally:
+        ex.close()

@@ -28,17 +28,16 @@ LOAD_CHUNK = 256
 
 
 def ensure_corpus(corpus_dir: Path, seed: int, size: str, progress: Progress) -> dict:
-    """Build the synthetic corpus unless one with the same seed, size and layout is already there
-    (a corpus from an older sdscore that lacks a file this one writes is rebuilt; its renders are
-    reused)."""
+    """Build the synthetic corpus unless one with the same seed, size and corpus version is already
+    there (one from an older sdscore is rebuilt; its renders are reused)."""
     from sdscore.synth import build_corpus
-    from sdscore.synth.build import NOTES
+    from sdscore.synth.build import CORPUS_VERSION
 
     meta = corpus_dir / "corpus.json"
     if meta.exists():
         summary = json.loads(meta.read_text())
-        current = all(name in summary.get("files", {}) for name in NOTES)
-        if summary.get("seed") == seed and summary.get("size") == size and current:
+        same = (summary.get("seed"), summary.get("size"), summary.get("corpus_version"))
+        if same == (seed, size, CORPUS_VERSION):
             return summary
     return build_corpus(corpus_dir, seed=seed, size=size, progress=progress)
 

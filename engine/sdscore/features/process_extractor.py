@@ -15,6 +15,7 @@ from __future__ import annotations
 import multiprocessing
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
@@ -101,7 +102,14 @@ class ProcessExtractor:
                         batch.sample_rate, {c: [v[i] for i in part] for c, v in inputs.items()})
             for part in parts
         ]
-        results = [f.result() for f in futures]
+        try:
+            results = [f.result() for f in futures]
+        except BrokenProcessPool:
+            # a worker died (killed, out of memory): the next batch starts a fresh pool, and this
+            # one's items are retried one by one in-process by extract()'s isolation
+            self._pool = None
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
         out: dict[str, list] = {c: [None] * len(batch) for c in self.schema}
         reasons = [None] * len(batch)
         for part, values in zip(parts, results):

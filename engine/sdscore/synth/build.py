@@ -26,7 +26,7 @@ from sdscore.synth.judge_items import build_judge_items
 from sdscore.synth.naturalness_items import (
     GAP_RANGE,
     LATENCY_RANGE,
-    MODEL_GAP_RANGE,
+    MODEL_START_RANGE,
     build_naturalness,
 )
 from sdscore.synth.render import Renderer, Utterance
@@ -53,6 +53,12 @@ SIZES: dict[str, SizeSpec] = {
     "small": SizeSpec(48, 24, 16, 40, 40, 2500, conversations=4),
     "medium": SizeSpec(160, 80, 48, 120, 120, 10000, conversations=8),
 }
+
+#: Bump when what a seed and size produce changes (draws, layout, semantics of a column), so that a
+#: corpus folder from an older version is rebuilt rather than reused (renders are still reused).
+#: 2: naturalness items answered by two systems, answer_start_time as SPEARBench defines it;
+#: conversations.parquet.
+CORPUS_VERSION = 2
 
 MANIFESTS = {
     "reward": "reward_pairs.parquet",
@@ -159,7 +165,7 @@ def build_corpus(
     frames["naturalness"], truth["naturalness"] = build_naturalness(
         renderer, rng["naturalness"], spec.naturalness_items
     )
-    truth["naturalness"].update({"gap_range_s": list(GAP_RANGE), "model_gap_range_s": list(MODEL_GAP_RANGE),
+    truth["naturalness"].update({"gap_range_s": list(GAP_RANGE), "model_start_range_s": list(MODEL_START_RANGE),
                                  "latency_range_s": list(LATENCY_RANGE)})
     frames["arena"], truth["arena"] = build_battles(rng["arena"], spec.battle_prompts)
     # its own child seed (after the manifests' five), so adding it left their draws unchanged
@@ -176,6 +182,7 @@ def build_corpus(
     summary = {
         "generator": "sdscore.synth",
         "cache_version": clips.CACHE_VERSION,
+        "corpus_version": CORPUS_VERSION,
         "seed": seed,
         "size": size,
         "counts": {MANIFESTS[name]: frames[name].height for name in MANIFESTS},

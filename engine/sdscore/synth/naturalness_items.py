@@ -11,7 +11,8 @@ asker, channel 1 answerer) the answer's speech begins exactly that gap after the
 
 Every question is answered twice, by two systems: SYSTEMS[0] is the original human answer (a
 natural voice, gaps from GAP_RANGE, interruptions included) and SYSTEMS[1] a half-duplex model (a
-robotic voice that never starts before the question ends, gaps from MODEL_GAP_RANGE); both
+robotic voice whose answer file never starts before the question ends: it starts
+MODEL_START_RANGE after it, and its speech `latency` later); both
 answers of a question share its question file, so evaluation can pair them.
 """
 
@@ -30,7 +31,7 @@ from sdscore.synth.voices import pick, pool
 
 MIX_RATE = 16000
 GAP_RANGE = (-1.0, 2.0)
-MODEL_GAP_RANGE = (0.6, 2.5)
+MODEL_START_RANGE = (0.05, 1.3)
 LATENCY_RANGE = (0.1, 1.2)
 SYSTEMS = ("human", "halfduplex-robot")
 
@@ -93,13 +94,16 @@ def build_naturalness(renderer: Renderer, rng: np.random.Generator, n_items: int
         robot = pick(rng, pool(quality="robotic"), not_identity=[asker.identity])
         context = Utterance(human, ex.context) if ex.context else None
         pause = round(float(rng.uniform(0.3, 0.8)), 3)
-        for system, voice, gaps in ((SYSTEMS[0], human, GAP_RANGE), (SYSTEMS[1], robot, MODEL_GAP_RANGE)):
+        for system, voice in ((SYSTEMS[0], human), (SYSTEMS[1], robot)):
             if len(items) == n_items:
                 break
+            latency = round(float(rng.uniform(*LATENCY_RANGE)), 3)
+            # the human's gap is drawn (interruptions included); the model's file starts after the question
+            gap = float(rng.uniform(*GAP_RANGE)) if system == SYSTEMS[0] else latency + float(
+                rng.uniform(*MODEL_START_RANGE))
             items.append(_Item(
                 f"naturalness-{len(items):05d}", system, ex, context,
-                Utterance(asker, ex.question), Utterance(voice, ex.answer), pause=pause,
-                gap=float(rng.uniform(*gaps)), latency=round(float(rng.uniform(*LATENCY_RANGE)), 3),
+                Utterance(asker, ex.question), Utterance(voice, ex.answer), pause=pause, gap=gap, latency=latency,
             ))
     renderer.render([u for it in items for u in (it.context, it.question, it.answer) if u], "naturalness: tts")
     layouts = renderer.map(lambda it: _write_item(renderer, it), items, "naturalness: mix")
