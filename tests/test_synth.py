@@ -217,7 +217,7 @@ def test_naturalness_gaps_and_latencies_match_the_audio(corpus):
     for row in frames["naturalness"].iter_rows(named=True):
         questions.setdefault(row["audio_path"], set()).add(row["system"])
         gap = speech_gap[row["item_id"]]
-        assert -1.0 <= gap <= 2.5
+        assert -0.9 <= gap <= 3.2
         assert row["answer_start_time"] >= 0.05 or row["system"] == "human"  # the half-duplex model never interrupts
         # SPEARBench's answer_start_time: the answer file's start, its speech `latency` later
         assert row["answer_start_time"] == pytest.approx(gap - latency[row["item_id"]], abs=1.5e-3)

@@ -24,7 +24,7 @@ from sdscore.synth.consistency_instances import build_consistency
 from sdscore.synth.conversations import CONVERSATIONS_TABLE, build_conversations
 from sdscore.synth.judge_items import build_judge_items
 from sdscore.synth.naturalness_items import (
-    GAP_RANGE,
+    HUMAN_START_RANGE,
     LATENCY_RANGE,
     MODEL_START_RANGE,
     build_naturalness,
@@ -165,7 +165,7 @@ def build_corpus(
     frames["naturalness"], truth["naturalness"] = build_naturalness(
         renderer, rng["naturalness"], spec.naturalness_items
     )
-    truth["naturalness"].update({"gap_range_s": list(GAP_RANGE), "model_start_range_s": list(MODEL_START_RANGE),
+    truth["naturalness"].update({"human_start_range_s": list(HUMAN_START_RANGE), "model_start_range_s": list(MODEL_START_RANGE),
                                  "latency_range_s": list(LATENCY_RANGE)})
     frames["arena"], truth["arena"] = build_battles(rng["arena"], spec.battle_prompts)
     # its own child seed (after the manifests' five), so adding it left their draws unchanged

@@ -10,10 +10,10 @@ answer_start_time + latency (truth: speech_gap_s). In the two-channel dialogue f
 asker, channel 1 answerer) the answer's speech begins exactly that gap after the question's ends.
 
 Every question is answered twice, by two systems: SYSTEMS[0] is the original human answer (a
-natural voice, gaps from GAP_RANGE, interruptions included) and SYSTEMS[1] a half-duplex model (a
-robotic voice whose answer file never starts before the question ends: it starts
-MODEL_START_RANGE after it, and its speech `latency` later); both
-answers of a question share its question file, so evaluation can pair them.
+natural voice whose answer file starts HUMAN_START_RANGE after the question's end, negative
+values being interruptions) and SYSTEMS[1] a half-duplex model (a robotic voice whose answer file
+starts MODEL_START_RANGE after it, never before); both answers of a question share its question
+file, so evaluation can pair them.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from sdscore.synth.render import Renderer, Utterance
 from sdscore.synth.voices import pick, pool
 
 MIX_RATE = 16000
-GAP_RANGE = (-1.0, 2.0)
+HUMAN_START_RANGE = (-1.0, 2.0)
 MODEL_START_RANGE = (0.05, 1.3)
 LATENCY_RANGE = (0.1, 1.2)
 SYSTEMS = ("human", "halfduplex-robot")
@@ -98,9 +98,10 @@ def build_naturalness(renderer: Renderer, rng: np.random.Generator, n_items: int
             if len(items) == n_items:
                 break
             latency = round(float(rng.uniform(*LATENCY_RANGE)), 3)
-            # the human's gap is drawn (interruptions included); the model's file starts after the question
-            gap = float(rng.uniform(*GAP_RANGE)) if system == SYSTEMS[0] else latency + float(
-                rng.uniform(*MODEL_START_RANGE))
+            # where the answer file starts: the human's may overlap the question (an interruption),
+            # the model's starts after it; the answer's speech starts `latency` later
+            starts = HUMAN_START_RANGE if system == SYSTEMS[0] else MODEL_START_RANGE
+            gap = float(rng.uniform(*starts)) + latency
             items.append(_Item(
                 f"naturalness-{len(items):05d}", system, ex, context,
                 Utterance(asker, ex.question), Utterance(voice, ex.answer), pause=pause, gap=gap, latency=latency,
