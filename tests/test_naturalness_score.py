@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-
 from sdscore.audio import load, load_many
 from sdscore.cli import main
 from sdscore.corpus import read_manifest
@@ -28,7 +27,12 @@ from sdscore.metrics.text_errors import (
     word_error_rate,
 )
 from sdscore.protocols.naturalness import timing
-from sdscore.protocols.naturalness.results import DIALECT_GROUPS, DIALECT_MERGE, F0_FEATURES, RESULTS
+from sdscore.protocols.naturalness.results import (
+    DIALECT_GROUPS,
+    DIALECT_MERGE,
+    F0_FEATURES,
+    RESULTS,
+)
 
 REAL = Path(__file__).parent / "data" / "real"
 VAD_FRAME_S = 512 / 16000
@@ -130,7 +134,13 @@ def test_pocketsphinx_and_praat_on_worker_processes_equal_in_process():
 # ---- language --------------------------------------------------------------------------------
 
 def test_language_rules_follow_the_authors():
-    from sdscore.features.language import LOW_CONFIDENCE, NO_WORDS, TOO_SHORT, LanguageId, text_identifier
+    from sdscore.features.language import (
+        LOW_CONFIDENCE,
+        NO_WORDS,
+        TOO_SHORT,
+        LanguageId,
+        text_identifier,
+    )
 
     ex = LanguageId()
     batch = load_many([REAL / "read_en_m_forever_16k.wav"] * 4, 16000)
@@ -240,7 +250,6 @@ def _onnx_mos(folder: Path) -> Path:
 def test_local_dialect_emotion_and_mos_folders(tiny_corpus, tmp_path):
     import torch
     import transformers
-
     from sdscore.protocols.naturalness.scorer import NaturalnessScorer
 
     dialect = _hf_classifier(tmp_path / "voxlect", list(DIALECT_MERGE))

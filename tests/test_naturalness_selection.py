@@ -14,11 +14,13 @@ from sdscore import audio
 from sdscore.cli import main
 from sdscore.corpus import read_manifest
 from sdscore.errors import AudioError, ManifestError
-from sdscore.protocols.naturalness.selection import (
-    METADATA_COLUMNS,
+from sdscore.protocols.naturalness.dialogue_turns import (
     Segment,
     find_dialogues,
     merge_turns,
+)
+from sdscore.protocols.naturalness.selection import (
+    METADATA_COLUMNS,
     read_segments,
     select_dialogues,
 )

@@ -23,9 +23,19 @@ from sdscore import __version__
 from sdscore.audio import AudioBatch, load_many
 from sdscore.audio.checks import over_cap
 from sdscore.features.cache import ContentCache, cache_key, hash_file, hash_settings
-from sdscore.features.extract import extract, extract_concurrently, make_extractor, run_isolated, select
+from sdscore.features.extract import (
+    extract,
+    extract_concurrently,
+    make_extractor,
+    run_isolated,
+    select,
+)
 from sdscore.features.process_extractor import ProcessExtractor
-from sdscore.protocols.naturalness.local_models import DialectProfile, EmotionDimensions, OnnxMos
+from sdscore.protocols.naturalness.local_models import (
+    DialectProfile,
+    EmotionDimensions,
+    OnnxMos,
+)
 
 SAMPLE_RATE = 16000
 CACHE_VERSION = "naturalness-clip-1"

@@ -16,7 +16,12 @@ from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
 from sdscore.metrics.text_errors import error_rates
 from sdscore.protocols.naturalness.clip_features import ClipFeatures
 from sdscore.protocols.naturalness.local_models import label_of
-from sdscore.protocols.naturalness.results import AVD, F0_FEATURES, HUMAN_SYSTEM, RESULTS
+from sdscore.protocols.naturalness.results import (
+    AVD,
+    F0_FEATURES,
+    HUMAN_SYSTEM,
+    RESULTS,
+)
 from sdscore.protocols.naturalness.timing import (
     interruption,
     leading_silence,
