@@ -49,6 +49,10 @@ def run_all(extractors: Sequence, batch: AudioBatch, inputs: Mapping[str, list])
     return out
 
 
+def _ready() -> bool:
+    return True
+
+
 def _run_part(items: list[np.ndarray], errors: list, sample_rate: int, inputs: Mapping[str, list]) -> dict:
     data, offsets = pack(items)
     return run_all(_WORKER_EXTRACTORS, AudioBatch(data, offsets, errors, sample_rate), inputs)
@@ -90,6 +94,14 @@ class ProcessExtractor:
                 initializer=_init_worker, initargs=(self.names, self.options),
             )
         return self._pool
+
+    def warm(self) -> None:
+        """Start the worker processes now (they import and load their models while the caller does
+        other work) without waiting for them; jobs=1 starts nothing."""
+        if self.jobs > 1:
+            pool = self._executor()
+            for _ in range(self.jobs):
+                pool.submit(_ready)
 
     def run(self, batch: AudioBatch, inputs: Mapping[str, list] | None = None) -> dict[str, list]:
         inputs = dict(inputs or {})

@@ -53,6 +53,7 @@ class ClipFeatures:
         self.vad = make_extractor("vad")
         self.quality = make_extractor("quality", **QUALITY)
         self.serial = ProcessExtractor(["asr", "praat_pitch"], self.jobs)
+        self.serial.warm()  # the workers load pocketsphinx and Praat while the ONNX models load here
         self.whisper = make_extractor("asr", backend="whisper", model_dir=str(whisper_dir)) if whisper_dir else None
         self.language = make_extractor("language", **({"model_dir": str(lid_dir)} if lid_dir else {}))
         self.dialect = DialectProfile(dialect_dir) if dialect_dir else None

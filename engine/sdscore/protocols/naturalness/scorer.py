@@ -8,6 +8,7 @@ emotion-dimension and F0 columns, with the reason for every group left null.
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import polars as pl
@@ -74,8 +75,10 @@ class NaturalnessScorer:
     def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
         records = rows.to_dicts()
         usable = [r for r in records if r.get("error") is None and r.get("answer_audio_path")]
-        answers = self.features.answers([r["answer_audio_path"] for r in usable])
-        questions = self.features.questions([r["audio_path"] for r in usable if r.get("audio_path")])
+        with ThreadPoolExecutor(1) as pool:  # the question clips' VAD beside the answers' features
+            questions = pool.submit(self.features.questions, [r["audio_path"] for r in usable if r.get("audio_path")])
+            answers = self.features.answers([r["answer_audio_path"] for r in usable])
+            questions = questions.result()
         out = [self._row(r, answers, questions) for r in records]
         return pl.DataFrame(out, schema=RESULTS)
 
