@@ -13,6 +13,7 @@ the output equals the in-process extractor's. ``jobs=1`` runs in-process and sta
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.util
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -93,6 +94,10 @@ class ProcessExtractor:
                 self.jobs, mp_context=multiprocessing.get_context("spawn"),
                 initializer=_init_worker, initargs=(self.names, self.options),
             )
+            # Inside a multiprocessing child (a runtime worker), exit joins the child's own children
+            # before threading's atexit would stop this pool: shut it down first, or exit hangs.
+            multiprocessing.util.Finalize(self._pool, self._pool.shutdown, kwargs={"cancel_futures": True},
+                                          exitpriority=10)
         return self._pool
 
     def warm(self) -> None:

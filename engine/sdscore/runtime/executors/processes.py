@@ -12,6 +12,7 @@ SdscoreError naming the rows it held instead of hanging.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.util
 import os
 import sys
 from collections import deque
@@ -49,6 +50,9 @@ def _start_worker(job: ScoringJob, threads: int) -> None:
         limit_threads(threads)  # the Scorer may have imported torch just now
     except BaseException as error:  # reported with the first window, in the parent
         _start_error = error
+        return
+    if hasattr(_scorer, "close"):  # what it opened (worker pools, clients) closes before the worker exits
+        multiprocessing.util.Finalize(None, _scorer.close, exitpriority=20)
 
 
 def _score_window(job: ScoringJob, rows: pl.DataFrame, start: int) -> pl.DataFrame:
