@@ -317,3 +317,31 @@ def test_a_killed_worker_costs_one_batch_its_pool_not_the_run():
         assert ex._pool is not None
     finally:
         ex.close()
+
+
+def test_pools_that_cannot_start_fall_back_to_this_process(monkeypatch):
+    """Spawned workers that die at start (a __main__ read from stdin cannot be re-imported):
+    every batch is still extracted, and after two broken pools the rest runs in-process."""
+    from sdscore.features import process_extractor as pe
+    from sdscore.features.extract import extract
+
+    batch = load_many(sorted(REAL.glob("*.wav"))[:3], 16000)
+    expected = extract([pe.ProcessExtractor(["praat_pitch"], jobs=1)], batch)
+    monkeypatch.setattr(pe, "_init_worker", _exit_at_start)
+    ex = pe.ProcessExtractor(["praat_pitch"], jobs=2)
+    from polars.testing import assert_frame_equal
+
+    try:
+        assert_frame_equal(extract([ex], batch), expected)
+        with pytest.warns(RuntimeWarning, match="keep dying"):
+            assert_frame_equal(extract([ex], batch), expected)
+        assert ex.jobs == 1
+        assert_frame_equal(extract([ex], batch), expected)
+    finally:
+        ex.close()
+
+
+def _exit_at_start(names, options):
+    import os
+
+    os._exit(3)

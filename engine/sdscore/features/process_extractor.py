@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.util
+import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -87,6 +88,7 @@ class ProcessExtractor:
         self.schema = {c: t for ex in self.local for c, t in ex.schema.items()}
         self.jobs = int(jobs)
         self._pool: ProcessPoolExecutor | None = None
+        self._broken = 0  # pools broken in a row
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -123,10 +125,18 @@ class ProcessExtractor:
             results = [f.result() for f in futures]
         except BrokenProcessPool:
             # a worker died (killed, out of memory): the next batch starts a fresh pool, and this
-            # one's items are retried one by one in-process by extract()'s isolation
+            # one's items are retried one by one in-process by extract()'s isolation. Pools that
+            # break twice in a row cannot start here (e.g. a __main__ read from stdin cannot be
+            # re-imported by spawn): the rest runs in-process, with a warning.
             self._pool = None
             pool.shutdown(wait=False, cancel_futures=True)
+            self._broken += 1
+            if self._broken >= 2:
+                warnings.warn(f"{self.name}: worker processes keep dying; running in this process from now on",
+                              RuntimeWarning, stacklevel=2)
+                self.jobs = 1
             raise
+        self._broken = 0
         out: dict[str, list] = {c: [None] * len(batch) for c in self.schema}
         reasons = [None] * len(batch)
         for part, values in zip(parts, results):
