@@ -8,7 +8,7 @@ PIP := $(PY) -m pip
 # folder needs a re-install, so the stamp's name carries a hash of the list of Python files.
 PY_FILES_HASH := $(shell find engine kernels -name '*.py' 2>/dev/null | LC_ALL=C sort | md5sum | cut -c1-12)
 STAMP := $(VENV)/.sdscore-installed-$(PY_FILES_HASH)
-APT_PACKAGES := espeak-ng flite festival festvox-kallpc16k festvox-us-slt-hts sox clang libclang-rt-14-dev alsa-utils
+APT_PACKAGES := espeak-ng flite festival festvox-kallpc16k festvox-us-slt-hts sox clang libclang-rt-14-dev alsa-utils chromium
 NATIVE_SOURCES := $(wildcard csrc/*.cpp csrc/*.hpp) CMakeLists.txt pyproject.toml
 DEMO_OUT ?= out/demo
 
@@ -17,7 +17,8 @@ DEMO_OUT ?= out/demo
 install: $(STAMP)
 
 # System packages: TTS voices for the synthetic corpus, sox, clang/libFuzzer for the WAV fuzzer,
-# alsa-utils for its 48 kHz recorded voice prompts (the resampler's real-speech parity test).
+# alsa-utils for its 48 kHz recorded voice prompts (the resampler's real-speech parity test),
+# chromium for the HTML report's browser test.
 system-deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
