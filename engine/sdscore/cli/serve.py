@@ -1,0 +1,59 @@
+"""`sdscore serve [MODEL_DIR]`: the reward model behind HTTP, micro-batched (sdscore.rl.server)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from sdscore.cli.console import console
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from sdscore.rl.batcher import RewardBatcher
+    from sdscore.rl.server import ServerLimits, serve
+    from sdscore.runtime.reward.episode_scorer import RewardScorer
+
+    token = os.environ.get(args.token_env) or None
+    if args.host not in ("127.0.0.1", "localhost", "::1") and token is None:
+        console.print(f"[yellow]warning:[/yellow] listening on {args.host} without a token "
+                      f"(set ${args.token_env} to require one)")
+    if args.model is None:
+        from sdscore.models.pretrained import default_model_dir
+
+        args.model = default_model_dir()
+        console.print(f"no MODEL_DIR given: serving the shipped demo model {args.model}")
+    scorer = RewardScorer.from_pretrained(args.model, backend=args.backend, device=args.device)
+    batcher = RewardBatcher(scorer, max_batch=args.max_batch, max_tokens=args.max_tokens,
+                            max_wait_ms=args.max_wait_ms, max_queue=args.max_queue)
+    limits = ServerLimits(max_body_bytes=int(args.max_body_mb * 1024 * 1024), request_timeout_s=args.timeout_s,
+                          allow_paths=not args.no_paths, error_reward=args.error_reward)
+    auth = f"bearer token from ${args.token_env}" if token else "no token"
+    console.print(f"serving {args.model} on http://{args.host}:{args.port} ({auth}; max batch {args.max_batch}, "
+                  f"max wait {args.max_wait_ms:g} ms)")
+    serve(batcher, host=args.host, port=args.port, token=token, limits=limits, log_level=args.log_level)
+    return 0
+
+
+def add_serve_parser(sub) -> None:
+    serve = sub.add_parser("serve", help="serve a reward model over HTTP (micro-batched; /score, /get_reward)")
+    serve.add_argument("model", nargs="?", type=Path, help="reward-model folder (default: the shipped demo model)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--max-batch", type=int, default=64, help="episodes per batch at most (default 64)")
+    serve.add_argument("--max-wait-ms", type=float, default=5.0,
+                       help="how long a batch waits for more requests after its first (default 5)")
+    serve.add_argument("--max-tokens", type=int, help="estimated tokens per batch at most (default: no budget)")
+    serve.add_argument("--max-queue", type=int, default=4096,
+                       help="episodes waiting at most; beyond it requests get 503 (default 4096)")
+    serve.add_argument("--max-body-mb", type=float, default=32.0, help="request body cap in MiB (default 32)")
+    serve.add_argument("--timeout-s", type=float, default=120.0, help="per-request timeout (default 120 s)")
+    serve.add_argument("--token-env", default="SDSCORE_SERVE_TOKEN", metavar="NAME",
+                       help="environment variable holding the bearer token; when set, requests need it")
+    serve.add_argument("--no-paths", action="store_true", help="refuse server-local audio paths (base64 only)")
+    serve.add_argument("--error-reward", type=float,
+                       help="/get_reward: the reward of a sample that cannot be scored (default: answer 422)")
+    serve.add_argument("--backend", default="auto", choices=["auto", "torch", "onnxruntime", "tensorrt"])
+    serve.add_argument("--device", default="auto")
+    serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    serve.set_defaults(func=_cmd_serve)
