@@ -1,7 +1,9 @@
 """Audio loading: float32 mono at a requested rate, one file or a ragged batch.
 
 Backends: ``native`` (the compiled core: WAV decode + polyphase resampler on threads that drop
-the GIL; other containers through soundfile), ``soundfile`` and ``dali``.
+the GIL; other containers through soundfile), ``soundfile`` and ``dali``. Items given a slice
+(offset/duration in seconds) are read by seeking with soundfile (see ``sdscore.audio.slices``),
+whatever the backend; whole-file items go through the chosen backend.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import numpy as np
 from sdscore.audio.backends import BACKEND_ENV, BACKENDS, resolve_backend
 from sdscore.audio.batch import AudioBatch
 from sdscore.audio.checks import check_target_rate, resolve_max_seconds
+from sdscore.audio.slices import decode_slices, is_whole_file, slice_arguments
 from sdscore.errors import AudioError
+from sdscore.ragged import pack
 
 
 def load_many(
@@ -23,11 +27,15 @@ def load_many(
     num_threads: int | None = None,
     backend: str = "auto",
     max_seconds: float | None = None,
+    offsets: Sequence[float | None] | None = None,
+    durations: Sequence[float | None] | None = None,
 ) -> AudioBatch:
     """Load many files into one AudioBatch; a bad file records its error and the rest load.
 
-    num_threads defaults to the CPU count; max_seconds caps each file's duration (default:
-    $SDSCORE_MAX_AUDIO_SECONDS, else no cap).
+    num_threads defaults to the CPU count; max_seconds caps each item's duration (default:
+    $SDSCORE_MAX_AUDIO_SECONDS, else no cap). offsets/durations (seconds in each file's time
+    base; None entries mean 0 and "to the end") load item i as that slice of its file; a bad
+    slice (negative, not a number, past the end, empty) is item i's error.
     """
     sample_rate = check_target_rate(sample_rate)
     cap = resolve_max_seconds(max_seconds)
@@ -36,7 +44,26 @@ def load_many(
         raise ValueError(f"num_threads must be >= 1, got {num_threads}")
     name = resolve_backend(backend)
     paths = [os.fspath(p) for p in paths]
-    return BACKENDS[name](paths, sample_rate, min(threads, max(1, len(paths))), cap)
+    threads = min(threads, max(1, len(paths)))
+    if offsets is None and durations is None:
+        return BACKENDS[name](paths, sample_rate, threads, cap)
+    starts, lengths = slice_arguments(len(paths), offsets, durations)
+    sliced = [i for i in range(len(paths)) if not is_whole_file(starts[i], lengths[i])]
+    whole = [i for i in range(len(paths)) if is_whole_file(starts[i], lengths[i])]
+    if not sliced:
+        return BACKENDS[name](paths, sample_rate, threads, cap)
+    waves: list[np.ndarray] = [np.zeros(0, np.float32)] * len(paths)
+    errors: list[str | None] = [None] * len(paths)
+    if whole:
+        batch = BACKENDS[name]([paths[i] for i in whole], sample_rate, min(threads, len(whole)), cap)
+        for j, i in enumerate(whole):
+            waves[i], errors[i] = batch[j], batch.errors[j]
+    decoded = decode_slices([paths[i] for i in sliced], [starts[i] for i in sliced],
+                            [lengths[i] for i in sliced], sample_rate, min(threads, len(sliced)), cap)
+    for i, (wave, error) in zip(sliced, decoded):
+        waves[i], errors[i] = wave, error
+    data, item_offsets = pack(waves)
+    return AudioBatch(data, item_offsets, errors, sample_rate)
 
 
 def load(
@@ -44,9 +71,14 @@ def load(
     sample_rate: int = 16000,
     backend: str = "auto",
     max_seconds: float | None = None,
+    offset: float = 0.0,
+    duration: float | None = None,
 ) -> np.ndarray:
-    """Load one file as float32 mono at sample_rate; raise AudioError naming the file and problem."""
-    batch = load_many([path], sample_rate, num_threads=1, backend=backend, max_seconds=max_seconds)
+    """Load one file (or its slice offset..offset+duration, in seconds) as float32 mono at
+    sample_rate; raise AudioError naming the file and problem."""
+    sliced = not is_whole_file(offset, duration)
+    batch = load_many([path], sample_rate, num_threads=1, backend=backend, max_seconds=max_seconds,
+                      offsets=[offset] if sliced else None, durations=[duration] if sliced else None)
     if batch.errors[0] is not None:
         raise AudioError(batch.errors[0])
     return batch[0].copy()

@@ -15,7 +15,8 @@ from sdscore.errors import AudioError
 from sdscore.ragged import pack
 
 
-def _open_error(path: str, exc: Exception) -> AudioError:
+def open_error(path: str, exc: Exception) -> AudioError:
+    """The AudioError for a file libsndfile could not open or read: missing, a folder, or undecodable."""
     if not os.path.exists(path):
         return AudioError(f"{path}: no such file")
     if os.path.isdir(path):
@@ -25,20 +26,25 @@ def _open_error(path: str, exc: Exception) -> AudioError:
 
 def decode_file(path: str, sample_rate: int, max_seconds: float) -> np.ndarray:
     """Decode one file with soundfile, downmix to mono and resample; raise AudioError on failure."""
-    from sdscore._native import core
-
     path = os.fspath(path)
     try:
         info = sf.info(path)
     except Exception as exc:  # libsndfile reports everything as one generic error type
-        raise _open_error(path, exc) from None
+        raise open_error(path, exc) from None
     check_decoded(path, info.frames, info.samplerate, max_seconds)
     if info.channels <= 0:
         raise AudioError(f"{path}: 0 channels")
     try:
         frames, rate = sf.read(path, dtype="float32", always_2d=True)
     except Exception as exc:
-        raise _open_error(path, exc) from None
+        raise open_error(path, exc) from None
+    return finish_frames(path, frames, rate, sample_rate, max_seconds)
+
+
+def finish_frames(path: str, frames: np.ndarray, rate: int, sample_rate: int, max_seconds: float) -> np.ndarray:
+    """Decoded frames [n, channels] → checked, mono (channel mean), resampled to sample_rate."""
+    from sdscore._native import core
+
     check_decoded(path, len(frames), rate, max_seconds)
     check_finite(path, frames)
     mono = frames[:, 0].copy() if frames.shape[1] == 1 else frames.mean(axis=1, dtype=np.float32)

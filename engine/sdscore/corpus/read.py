@@ -1,7 +1,10 @@
 """read_manifest: open any supported manifest file or dataset folder as a validated polars frame.
 
-Dispatch is by suffix (a folder is a Hugging Face dataset); the protocol is taken from the format,
-the caller, or the columns. Reading never opens audio: paths are only resolved as strings.
+Dispatch is by suffix or layout: a folder with a wav.scp is a Kaldi data directory, any other
+folder a Hugging Face dataset; `.tar` is a WebDataset shard; `.jsonl(.gz)` whose first line is a
+Lhotse cut, recording or supervision is a Lhotse manifest. The protocol is taken from the format,
+the caller, or the columns. Reading never decodes audio: paths are only resolved as strings
+(a WebDataset shard's audio members are copied out to files, see webdataset_format).
 """
 
 from __future__ import annotations
@@ -16,10 +19,20 @@ import pyarrow as pa
 
 from sdscore.corpus.audio_paths import resolve_audio_paths
 from sdscore.corpus.hf_dataset_format import read_dataset_folder
-from sdscore.corpus.native_format import jsonl_objects, read_arrow, read_csv, read_json, read_jsonl, read_parquet
+from sdscore.corpus.kaldi_format import WAV_SCP, is_kaldi_dir, read_kaldi_dir
+from sdscore.corpus.lhotse_format import first_row, is_lhotse_row, read_lhotse_manifest
+from sdscore.corpus.native_format import (
+    jsonl_objects,
+    read_arrow,
+    read_csv,
+    read_json,
+    read_jsonl,
+    read_parquet,
+)
 from sdscore.corpus.raw_table import RawTable
 from sdscore.corpus.schemas import MANIFESTS, manifest_spec
 from sdscore.corpus.validate import DEFAULT_MAX_ERRORS, validate_manifest
+from sdscore.corpus.webdataset_format import read_webdataset_shard
 from sdscore.errors import ManifestError
 
 _READERS = {
@@ -33,6 +46,7 @@ _READERS = {
     ".arrow": read_arrow,
     ".feather": read_arrow,
     ".ipc": read_arrow,
+    ".tar": read_webdataset_shard,
 }
 
 
@@ -75,17 +89,44 @@ def load_table(path: str | os.PathLike) -> RawTable:
     """Open a manifest as read, without typing or validating it: pick the reader by suffix."""
     source = os.fspath(path)
     if os.path.isdir(source):
+        if is_kaldi_dir(source):
+            return read_kaldi_dir(source, source)
         return read_dataset_folder(source, source)
     if not os.path.isfile(source):
         raise ManifestError(f"{source}: no such file or folder")
+    base_dir = os.path.dirname(os.path.abspath(source))
+    name = Path(source).name.lower()
+    if name == WAV_SCP:
+        return read_kaldi_dir(source, source)
+    if name.endswith((".jsonl.gz", ".ndjson.gz")):
+        if not is_lhotse_row(first_row(source, source)):
+            raise ManifestError(f"{source}: a gzipped JSONL manifest must be a Lhotse CutSet, RecordingSet or "
+                                "SupervisionSet; decompress other JSONL files")
+        return read_lhotse_manifest(source, source, base_dir)
     suffix = Path(source).suffix.lower()
+    if suffix in (".jsonl", ".ndjson") and _first_line_is_lhotse(source):
+        return read_lhotse_manifest(source, source, base_dir)
     reader = _READERS.get(suffix)
     if reader is None:
         raise ManifestError(
             f"{source}: unsupported manifest type {suffix or '(no suffix)'!r}; expected "
-            f"{', '.join(_READERS)} or a dataset folder"
+            f"{', '.join(_READERS)}, .jsonl.gz (Lhotse), wav.scp, a Kaldi data directory or a dataset folder"
         )
-    return reader(source, source, os.path.dirname(os.path.abspath(source)))
+    return reader(source, source, base_dir)
+
+
+def _first_line_is_lhotse(path: str) -> bool:
+    """Whether a JSONL file's first non-blank line is a Lhotse manifest row (reads that line only)."""
+    import json
+
+    with open(path, "rb") as handle:
+        for line in handle:
+            if line.strip():
+                try:
+                    return is_lhotse_row(json.loads(line))
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    return False  # the JSONL reader names the bad line
+    return False
 
 
 def infer_protocol(columns: list[str], source: str = "<frame>") -> str:

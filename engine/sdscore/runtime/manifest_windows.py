@@ -5,7 +5,8 @@ place; any other format is first streamed into a Parquet staging file, so every 
 row-group slice. The unique-key columns of all rows are read once: they give the row count, the
 duplicate-key check across windows and the manifest's fingerprint for resume. Each window is typed,
 validated in "collect" mode (a bad row keeps its place and gets its error, numbered as in the
-file) and its audio paths resolved, exactly as read_manifest would do for the whole file.
+file) and its audio paths resolved, exactly as read_manifest would do for the whole file; audio
+slices it points at (X_offset / X_duration columns) are cut into the staging folder (audio_slices).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from sdscore.corpus.read import choose_protocol, load_table, with_ids
 from sdscore.corpus.schemas import manifest_spec
 from sdscore.corpus.validate import manifest_first_rows, validate_manifest
 from sdscore.errors import ManifestError
+from sdscore.runtime.audio_slices import cut_slices
 
 _PARQUET = (".parquet", ".pq")
 
@@ -31,6 +33,7 @@ class ManifestWindows:
 
     def __init__(self, path: str | os.PathLike, protocol: str | None, staging_dir: str | os.PathLike):
         self.path = os.fspath(path)
+        self.slice_dir = os.path.join(os.fspath(staging_dir), "slices")
         table = load_table(self.path)
         columns = table.frame.collect_schema().names()
         self.protocol = choose_protocol(table, columns, protocol)
@@ -69,14 +72,15 @@ class ManifestWindows:
 
     def reader(self) -> WindowReader:
         """A small picklable reader of this manifest's windows (for worker processes and Ray tasks)."""
-        return WindowReader(self.scan_path, self.protocol, self.source, self.base_dir)
+        return WindowReader(self.scan_path, self.protocol, self.source, self.base_dir, self.slice_dir)
 
 
 class WindowReader:
     """Reads windows of the (staged) manifest, given each window's slice of `first_rows`."""
 
-    def __init__(self, scan_path: str, protocol: str, source: str, base_dir: str):
+    def __init__(self, scan_path: str, protocol: str, source: str, base_dir: str, slice_dir: str | None = None):
         self.scan_path, self.protocol, self.source, self.base_dir = scan_path, protocol, source, base_dir
+        self.slice_dir = slice_dir  # where audio slices are cut (None: beside the staged manifest)
 
     def window(self, start: int, stop: int, first_rows: pl.Series) -> pl.DataFrame:
         """Rows [start, stop) typed and validated in collect mode, numbered as in the file, paths resolved."""
@@ -87,7 +91,9 @@ class WindowReader:
                                 f"({error})") from error
         frame = validate_manifest(raw, self.protocol, self.source, errors="collect", row_offset=start,
                                   first_rows=first_rows)
-        return resolve_audio_paths(frame, self.protocol, self.base_dir)
+        frame = resolve_audio_paths(frame, self.protocol, self.base_dir)
+        slice_dir = self.slice_dir or os.path.join(os.path.dirname(self.scan_path), "slices")
+        return cut_slices(frame, self.protocol, slice_dir)
 
 
 def _frame_digest(frame: pl.DataFrame, chunk: int = 65536) -> str:

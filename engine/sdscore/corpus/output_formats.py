@@ -1,0 +1,146 @@
+"""Score output in the formats other tools read: JSONL, VERSA-style JSONL, Kaldi-style scp files.
+
+Written from a finished results Parquet (the runtime always writes that, resumably):
+- ``jsonl``: every column of every row, one JSON object a line (lists and structs included).
+- ``versa``: one object per utterance key, ``{"key": ..., metric: value, ...}``, as VERSA's
+  per-utterance output: the scalar columns (numbers, booleans, text) only; null and NaN values
+  are left out of the object, and `error` appears only on rows that failed.
+- ``scp``: a folder with one ``<metric>.scp`` per numeric or boolean column, ``<key> <value>``
+  lines sorted by key in byte order (Kaldi's `LC_ALL=C sort`); rows whose value is null or NaN
+  are left out (a column with no value at all gets no file), booleans are 1/0.
+The key is the protocol's unique key: its id column, prefixed by `dataset/` where the protocol
+keys rows by dataset too and the row has one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import polars as pl
+
+from sdscore.atomic_write import atomic_path
+from sdscore.corpus.schemas import manifest_spec
+from sdscore.corpus.validate import ERROR_COLUMN
+from sdscore.errors import SdscoreError
+
+FORMATS = ("parquet", "jsonl", "versa", "scp")
+KEY = "key"
+_NUMERIC = (pl.Float32, pl.Float64, pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32,
+            pl.UInt64, pl.Boolean)
+
+
+def default_destination(results: str | os.PathLike, fmt: str) -> Path:
+    """Where `fmt` goes beside the results Parquet: OUT.jsonl, OUT.versa.jsonl or the folder OUT_scp/."""
+    results = Path(results)
+    stem = results.with_suffix("") if results.suffix.lower() in (".parquet", ".pq") else results
+    return {"parquet": results, "jsonl": stem.with_name(stem.name + ".jsonl"),
+            "versa": stem.with_name(stem.name + ".versa.jsonl"), "scp": stem.with_name(stem.name + "_scp")}[fmt]
+
+
+def result_keys(frame: pl.DataFrame, protocol: str) -> pl.Series:
+    """Each row's utterance key: the id column, `dataset/` before it where the protocol keys by dataset."""
+    spec = manifest_spec(protocol)
+    if spec.id_column not in frame.columns:
+        raise SdscoreError(f"results have no {spec.id_column!r} column to key rows by (protocol {protocol})")
+    key = pl.col(spec.id_column).cast(pl.String)
+    for column in reversed([c for c in spec.unique_key if c != spec.id_column and c in frame.columns]):
+        key = pl.when(pl.col(column).is_null()).then(key).otherwise(pl.col(column).cast(pl.String) + "/" + key)
+    return frame.select(key.alias(KEY)).to_series()
+
+
+def _key_parts(protocol: str) -> set[str]:
+    spec = manifest_spec(protocol)
+    return {spec.id_column, *spec.unique_key}
+
+
+def _checked_keys(keys: pl.Series, source: str, kind: str) -> list[str]:
+    values = keys.to_list()
+    seen: dict[str, int] = {}
+    for row, key in enumerate(values):
+        if key is None or key == "":
+            raise SdscoreError(f"{source}: row {row + 1} has no key; cannot write {kind}")
+        if kind == "scp" and re.search(r"\s", key):
+            raise SdscoreError(f"{source}: row {row + 1}: key {key!r} holds whitespace, which a Kaldi scp line cannot")
+        if key in seen:
+            raise SdscoreError(f"{source}: rows {seen[key] + 1} and {row + 1} share the key {key!r}; cannot write {kind}")
+        seen[key] = row
+    return values
+
+
+def _clean(value):
+    return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else value
+
+
+def write_versa(frame: pl.DataFrame, protocol: str, destination: Path, source: str) -> Path:
+    keys = _checked_keys(result_keys(frame, protocol), source, "versa")
+    skip = _key_parts(protocol)
+    scalar = [c for c, t in frame.schema.items()
+              if c not in skip and (t in _NUMERIC or t == pl.String or isinstance(t, (pl.Categorical, pl.Enum)))]
+    with atomic_path(destination, durable=True) as temp, open(temp, "w", encoding="utf-8") as out:
+        for key, row in zip(keys, frame.select(scalar).iter_rows(named=True)):
+            record = {KEY: key}
+            record.update((name, value) for name, value in ((n, _clean(v)) for n, v in row.items()) if value is not None)
+            out.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
+    return destination
+
+
+def _scp_value(value) -> str | None:
+    value = _clean(value)
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def write_scp(frame: pl.DataFrame, protocol: str, destination: Path, source: str) -> Path:
+    keys = _checked_keys(result_keys(frame, protocol), source, "scp")
+    skip = _key_parts(protocol)
+    metrics = [c for c, t in frame.schema.items() if c not in skip and c != ERROR_COLUMN and t in _NUMERIC]
+    if not metrics:
+        raise SdscoreError(f"{source}: no numeric columns to write as scp files")
+    order = sorted(range(len(keys)), key=lambda i: keys[i].encode("utf-8"))
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name[:40]}.", dir=destination.parent))
+    try:
+        for metric in metrics:
+            values = frame[metric].to_list()
+            name = re.sub(r"[^A-Za-z0-9_.-]", "_", metric)
+            lines = [f"{keys[i]} {text}\n" for i in order if (text := _scp_value(values[i])) is not None]
+            if lines:  # a metric no row has (e.g. a model that was not given) gets no file
+                (staging / f"{name}.scp").write_text("".join(lines), encoding="utf-8")
+        if destination.exists():
+            if not destination.is_dir():
+                raise SdscoreError(f"{destination}: exists and is not a folder; cannot write scp files there")
+            shutil.rmtree(destination)
+        os.replace(staging, destination)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return destination
+
+
+def write_results_as(results: str | os.PathLike, fmt: str, protocol: str,
+                     destination: str | os.PathLike | None = None) -> Path:
+    """Write a finished results Parquet as `fmt` (see the module doc); returns what was written."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown output format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    source = os.fspath(results)
+    target = Path(destination) if destination is not None else default_destination(results, fmt)
+    if fmt == "parquet":
+        if target.resolve() != Path(results).resolve():
+            with atomic_path(target, durable=True) as temp:
+                shutil.copyfile(results, temp)
+        return target
+    if fmt == "jsonl":
+        with atomic_path(target, durable=True) as temp:
+            pl.scan_parquet(source).sink_ndjson(str(temp))
+        return target
+    frame = pl.read_parquet(source)
+    writer = write_versa if fmt == "versa" else write_scp
+    return writer(frame, protocol, target, source)

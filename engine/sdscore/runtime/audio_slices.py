@@ -1,0 +1,124 @@
+"""Cut the audio slices a manifest window points at into files, before a Scorer sees the rows.
+
+A manifest may give an audio column X slice columns X_offset / X_duration (sdscore.corpus.
+slice_columns; Kaldi `segments` and Lhotse cuts do). Every protocol loads audio by path and caches
+features by file content, so the runtime copies each slice (its frames, every channel, at the
+file's own rate: nothing is resampled twice) into a float32 WAV in the run's staging folder and
+points the row at it; the folder goes when the run ends. A bad slice (past the end, negative,
+missing file) is its row's error; the other rows go on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import polars as pl
+
+from sdscore.audio.slices import write_slice
+from sdscore.corpus.schemas import manifest_spec
+from sdscore.corpus.slice_columns import duration_column, offset_column
+from sdscore.corpus.validate import ERROR_COLUMN
+from sdscore.errors import AudioError
+
+Slice = tuple[str, float | None, float | None]
+
+
+def slice_file(slice_dir: str, path: str, offset: float | None, duration: float | None) -> str:
+    """The staging file of one slice (named by its file, offset and duration)."""
+    key = f"{os.path.abspath(path)}|{offset!r}|{duration!r}"
+    return os.path.join(slice_dir, hashlib.blake2b(key.encode(), digest_size=12).hexdigest() + ".wav")
+
+
+def _cut(slice_dir: str, item: Slice) -> tuple[str | None, str | None]:
+    path, offset, duration = item
+    target = slice_file(slice_dir, path, offset, duration)
+    if os.path.isfile(target):
+        return target, None
+    temp = f"{target}.{os.getpid()}.{id(item)}.tmp.wav"
+    try:
+        write_slice(path, 0.0 if offset is None else offset, duration, temp)
+        os.replace(temp, target)
+    except AudioError as error:
+        return None, str(error)
+    except OSError as error:
+        return None, f"{path}: cannot write its slice ({error.strerror or error})"
+    finally:
+        if os.path.exists(temp):
+            os.remove(temp)
+    return target, None
+
+
+def _is_slice(offset, duration) -> bool:
+    return duration is not None or (offset is not None and offset != 0.0)
+
+
+def cut_slices(frame: pl.DataFrame, protocol: str, slice_dir: str, num_threads: int = 4) -> pl.DataFrame:
+    """Point the audio columns that have slice columns at files holding those slices; a slice that
+    cannot be cut sets its row's `error`. Columns without slice columns are untouched."""
+    columns = [c for c in manifest_spec(protocol).audio_columns
+               if c in frame.columns and (offset_column(c) in frame.columns or duration_column(c) in frame.columns)]
+    if not columns or frame.height == 0:
+        return frame
+    errors = frame[ERROR_COLUMN].to_list() if ERROR_COLUMN in frame.columns else [None] * frame.height
+    wanted: dict[Slice, None] = {}
+    plans: dict[str, list] = {}
+    for column in columns:
+        paths = frame[column].to_list()
+        offsets = _companion(frame, offset_column(column))
+        durations = _companion(frame, duration_column(column))
+        plan = []
+        for row, (path, offset, duration) in enumerate(zip(paths, offsets, durations)):
+            if errors[row] is not None or path is None:
+                plan.append(None)
+                continue
+            if isinstance(path, list):
+                offset = offset if offset is not None else [None] * len(path)
+                duration = duration if duration is not None else [None] * len(path)
+                if not (len(offset) == len(duration) == len(path)):
+                    errors[row] = (f"column '{column}': {len(path)} paths but {len(offset)} offsets and "
+                                   f"{len(duration)} durations")
+                    plan.append(None)
+                    continue
+                items = [(p, o, d) if p is not None and _is_slice(o, d) else None for p, o, d in zip(path, offset, duration)]
+            else:
+                items = (path, offset, duration) if _is_slice(offset, duration) else None
+            for item in items if isinstance(items, list) else [items]:
+                if item is not None:
+                    wanted[item] = None
+            plan.append(items)
+        plans[column] = plan
+    if not wanted:
+        return frame.with_columns(pl.Series(ERROR_COLUMN, errors, pl.String)) if ERROR_COLUMN in frame.columns else frame
+    os.makedirs(slice_dir, exist_ok=True)
+    todo = list(wanted)
+    with ThreadPoolExecutor(max(1, min(num_threads, len(todo)))) as pool:  # libsndfile drops the GIL
+        done = dict(zip(todo, pool.map(lambda item: _cut(slice_dir, item), todo)))
+    replaced = []
+    for column, plan in plans.items():
+        values = frame[column].to_list()
+        for row, items in enumerate(plan):
+            if items is None or errors[row] is not None:
+                continue
+            if isinstance(items, list):
+                new = list(values[row])
+                for i, item in enumerate(items):
+                    if item is not None:
+                        target, error = done[item]
+                        if error is not None:
+                            errors[row] = errors[row] or f"column '{column}', turn {i}: {error}"
+                        new[i] = target
+                values[row] = new
+            else:
+                target, error = done[items]
+                if error is not None:
+                    errors[row] = f"column '{column}': {error}"
+                values[row] = target
+        replaced.append(pl.Series(column, values, frame.schema[column]))
+    return frame.with_columns(*replaced, pl.Series(ERROR_COLUMN, errors, pl.String))
+
+
+def _companion(frame: pl.DataFrame, name: str) -> list:
+    """A slice column's values (None per row when the column is absent)."""
+    return frame[name].to_list() if name in frame.columns else [None] * frame.height

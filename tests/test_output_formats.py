@@ -1,0 +1,128 @@
+"""`--format jsonl|versa|scp`: score output written from the finished results Parquet."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+import soundfile as sf
+from lhotse import CutSet, Recording, RecordingSet, SupervisionSegment, SupervisionSet
+from runtime_toy_scorer import ToyScorer, write_arena_manifest
+from sdscore.cli import main
+from sdscore.corpus.output_formats import (
+    default_destination,
+    result_keys,
+    write_results_as,
+)
+from sdscore.errors import SdscoreError
+from sdscore.runtime.run import score_manifest
+from sdscore.runtime.scorer import ScoringJob
+
+
+@pytest.fixture(scope="module")
+def arena_results(tmp_path_factory):
+    d = tmp_path_factory.mktemp("formats")
+    manifest = write_arena_manifest(d / "battles.parquet", n_rows=23, bad_every=7)
+    out = d / "results.parquet"
+    score_manifest(ScoringJob("arena", ToyScorer, {"scale": 0.5}), manifest, out, window_rows=8)
+    return out
+
+
+def read_scp(path) -> list[tuple[str, str]]:
+    """Kaldi's text table format: `<key> <value>` a line, key up to the first whitespace."""
+    return [tuple(line.split(maxsplit=1)) for line in path.read_text().splitlines()]
+
+
+def test_jsonl_holds_every_column_of_every_row(arena_results, tmp_path):
+    target = write_results_as(arena_results, "jsonl", "arena", tmp_path / "r.jsonl")
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    expected = pl.read_parquet(arena_results)
+    assert len(lines) == expected.height
+    assert [row["battle_id"] for row in lines] == expected["battle_id"].to_list()
+    assert [row["value"] for row in lines] == expected["value"].to_list()
+    assert [row["pair"] for row in lines] == expected["pair"].to_list()
+    assert [row["error"] for row in lines] == expected["error"].to_list()
+
+
+def test_versa_is_one_object_per_key_with_the_scalar_metrics(arena_results, tmp_path):
+    target = write_results_as(arena_results, "versa", "arena", tmp_path / "r.versa.jsonl")
+    expected = pl.read_parquet(arena_results)
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    assert [row["key"] for row in lines] == expected["battle_id"].to_list()
+    for row, source in zip(lines, expected.iter_rows(named=True)):
+        assert "battle_id" not in row and "pair" not in row and "vector" not in row and "note" not in row
+        if source["error"] is None:
+            assert row == {"key": source["battle_id"], "value": source["value"], "side": source["side"]}
+        else:
+            assert row == {"key": source["battle_id"], "error": source["error"]}
+
+
+def test_scp_folder_has_one_sorted_file_per_numeric_column(tmp_path):
+    results = tmp_path / "r.parquet"
+    pl.DataFrame({
+        "item_id": ["utt_b", "utt_a", "utt_c", "utt_d"],
+        "mos": [3.25, 4.5, None, float("nan")],
+        "wer": [0.1, 0.0, 0.5, 1.0],
+        "frames": [10, 20, 30, 40],
+        "interrupted": [True, False, None, False],
+        "transcript": ["x", "y", "z", "w"],
+        "arousal": pl.Series([None] * 4, dtype=pl.Float64),
+        "error": [None, None, "boom", None],
+    }).write_parquet(results)
+    folder = write_results_as(results, "scp", "naturalness")
+    assert folder == default_destination(results, "scp") == tmp_path / "r_scp"
+    assert sorted(p.name for p in folder.iterdir()) == ["frames.scp", "interrupted.scp", "mos.scp", "wer.scp"]
+    assert read_scp(folder / "mos.scp") == [("utt_a", "4.5"), ("utt_b", "3.25")]  # null and NaN left out
+    assert read_scp(folder / "wer.scp") == [("utt_a", "0.0"), ("utt_b", "0.1"), ("utt_c", "0.5"), ("utt_d", "1.0")]
+    assert read_scp(folder / "frames.scp")[0] == ("utt_a", "20")
+    assert read_scp(folder / "interrupted.scp") == [("utt_a", "0"), ("utt_b", "1"), ("utt_d", "0")]
+    for key, value in read_scp(folder / "wer.scp"):
+        assert math.isfinite(float(value))
+    # writing again replaces the folder: a metric that is gone leaves no stale file
+    pl.read_parquet(results).drop("frames").write_parquet(results)
+    write_results_as(results, "scp", "naturalness")
+    assert not (folder / "frames.scp").exists()
+
+
+def test_keys_carry_the_dataset_where_the_protocol_keys_by_it(tmp_path):
+    frame = pl.DataFrame({"instance_id": ["1", "1", "2"], "dataset": ["vctk", "libri", None], "score": [0.1, 0.2, 0.3]})
+    assert result_keys(frame, "consistency").to_list() == ["vctk/1", "libri/1", "2"]
+    frame.write_parquet(tmp_path / "c.parquet")
+    write_results_as(tmp_path / "c.parquet", "scp", "consistency", tmp_path / "scp")
+    assert read_scp(tmp_path / "scp" / "score.scp") == [("2", "0.3"), ("libri/1", "0.2"), ("vctk/1", "0.1")]
+
+
+def test_keys_an_scp_cannot_hold_are_refused(tmp_path):
+    pl.DataFrame({"item_id": ["a b", "c"], "mos": [1.0, 2.0]}).write_parquet(tmp_path / "space.parquet")
+    with pytest.raises(SdscoreError, match=r"row 1: key 'a b' holds whitespace"):
+        write_results_as(tmp_path / "space.parquet", "scp", "naturalness")
+    pl.DataFrame({"item_id": ["a", "c", "a"], "mos": [1.0, 2.0, 3.0]}).write_parquet(tmp_path / "dup.parquet")
+    with pytest.raises(SdscoreError, match=r"rows 1 and 3 share the key 'a'; cannot write versa"):
+        write_results_as(tmp_path / "dup.parquet", "versa", "naturalness")
+    pl.DataFrame({"item_id": ["a"], "text": ["x"]}).write_parquet(tmp_path / "none.parquet")
+    with pytest.raises(SdscoreError, match="no numeric columns to write as scp files"):
+        write_results_as(tmp_path / "none.parquet", "scp", "naturalness")
+    with pytest.raises(ValueError, match="unknown output format 'csv'"):
+        write_results_as(tmp_path / "none.parquet", "csv", "naturalness")
+
+
+def test_cli_scores_a_lhotse_cutset_and_writes_versa(tmp_path):
+    rng = np.random.default_rng(0)
+    sf.write(tmp_path / "talk.wav", (0.1 * rng.standard_normal(16000 * 20)).astype(np.float32), 16000)
+    recording = Recording.from_file(tmp_path / "talk.wav", recording_id="talk")
+    turns = [SupervisionSegment(id=f"t{i}", recording_id="talk", start=2.0 * i, duration=1.5, speaker="AB"[i % 2])
+             for i in range(8)]
+    cuts = CutSet.from_manifests(RecordingSet.from_recordings([recording]), SupervisionSet.from_segments(turns))
+    cuts.trim_to_supervisions().to_file(tmp_path / "cuts.jsonl.gz")
+    out = tmp_path / "scores.parquet"
+    code = main(["score", "consistency", str(tmp_path / "cuts.jsonl.gz"), "--out", str(out), "--format", "versa",
+                 "--cache-dir", str(tmp_path / "cache")])
+    assert code == 0
+    results = pl.read_parquet(out)
+    lines = [json.loads(line) for line in (tmp_path / "scores.versa.jsonl").read_text().splitlines()]
+    assert [line["key"] for line in lines] == results["instance_id"].to_list() == ["A", "B"]
+    assert [line["inconsistent_pred"] for line in lines] == results["inconsistent_pred"].to_list()
+    assert all(len(scores) == 4 for scores in results["turn_scores"].to_list())
