@@ -9,6 +9,7 @@ the caller, or the columns. Reading never decodes audio: paths are only resolved
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from pathlib import Path
@@ -18,6 +19,7 @@ import polars as pl
 import pyarrow as pa
 
 from sdscore.corpus.audio_paths import resolve_audio_paths
+from sdscore.corpus.embedded_audio import embedded_audio_to_paths
 from sdscore.corpus.hf_dataset_format import read_dataset_folder
 from sdscore.corpus.kaldi_format import WAV_SCP, is_kaldi_dir, read_kaldi_dir
 from sdscore.corpus.lhotse_format import first_row, is_lhotse_row, read_lhotse_manifest
@@ -86,8 +88,14 @@ def read_manifest(
 
 
 def load_table(path: str | os.PathLike) -> RawTable:
-    """Open a manifest as read, without typing or validating it: pick the reader by suffix."""
-    source = os.fspath(path)
+    """Open a manifest as read, without typing or validating it: pick the reader by suffix.
+
+    Embedded audio (HF datasets' Audio structs) becomes paths of cached files (embedded_audio)."""
+    table = _load_table(os.fspath(path))
+    return dataclasses.replace(table, frame=embedded_audio_to_paths(table.frame, table.source))
+
+
+def _load_table(source: str) -> RawTable:
     if os.path.isdir(source):
         if is_kaldi_dir(source):
             return read_kaldi_dir(source, source)

@@ -25,11 +25,11 @@ from pathlib import Path, PurePosixPath
 import polars as pl
 
 from sdscore.atomic_write import atomic_path
+from sdscore.corpus.embedded_audio import CACHE_ENV, cache_dir  # noqa: F401 - CACHE_ENV: this reader's setting too
 from sdscore.corpus.raw_table import PARSE_ERROR, RawTable, data_row_labels
 from sdscore.corpus.schemas import NATURALNESS_ITEMS
 from sdscore.errors import ManifestError
 
-CACHE_ENV = "SDSCORE_CACHE_DIR"
 AUDIO_EXTENSIONS = ("wav", "flac", "mp3", "ogg", "opus")
 #: audio field prefix → naturalness column
 AUDIO_ROLES = {"": "answer_audio_path", "answer": "answer_audio_path", "question": "audio_path",
@@ -40,8 +40,7 @@ _SPLIT = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
 
 def cache_root() -> Path:
     """Where extracted members go: $SDSCORE_CACHE_DIR/webdataset, else ~/.cache/sdscore/webdataset."""
-    base = os.environ.get(CACHE_ENV, "").strip() or os.path.join(os.path.expanduser("~"), ".cache", "sdscore")
-    return Path(base) / "webdataset"
+    return cache_dir("webdataset")
 
 
 def shard_cache_dir(path: str) -> Path:

@@ -18,6 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from sdscore.corpus.audio_paths import resolve_audio_paths
+from sdscore.corpus.embedded_audio import embedded_audio_to_paths
 from sdscore.corpus.read import choose_protocol, load_table, with_ids
 from sdscore.corpus.schemas import manifest_spec
 from sdscore.corpus.validate import manifest_first_rows, validate_manifest
@@ -50,7 +51,8 @@ class ManifestWindows:
         scan = pl.scan_parquet(self.scan_path)
         # file-level problems (a missing required column, a column of the wrong kind) stop the run
         # here, before any model loads; row problems become the rows' errors, window by window
-        validate_manifest(scan.head(0).collect(), self.protocol, self.source, errors="collect")
+        validate_manifest(embedded_audio_to_paths(scan.head(0), self.source).collect(), self.protocol, self.source,
+                          errors="collect")
         try:
             keys = self._keys(scan)
         except pl.exceptions.PolarsError as error:  # e.g. a corrupt data page under good metadata
@@ -89,6 +91,7 @@ class WindowReader:
         except pl.exceptions.PolarsError as error:  # a corrupt data page: its rows cannot be told apart
             raise ManifestError(f"{self.source}: could not read rows {start + 1}-{stop} of the manifest "
                                 f"({error})") from error
+        raw = embedded_audio_to_paths(raw.lazy(), self.source).collect()  # HF Audio structs → cached files
         frame = validate_manifest(raw, self.protocol, self.source, errors="collect", row_offset=start,
                                   first_rows=first_rows)
         frame = resolve_audio_paths(frame, self.protocol, self.base_dir)
