@@ -145,6 +145,11 @@ def extract(
     return pl.DataFrame(frame)
 
 
+def join_messages(*messages: str | None) -> str | None:
+    """The distinct non-empty messages joined with "; " in order (None when there are none)."""
+    return "; ".join(dict.fromkeys(m for m in messages if m)) or None
+
+
 def extract_concurrently(chains: Sequence[Sequence[str | Extractor]], batch: AudioBatch) -> pl.DataFrame:
     """``extract`` of independent chains at once, one thread each, as one frame (columns side by
     side; ``error`` and ``refused`` joined per item). For chains that release the GIL or wait on
@@ -154,12 +159,8 @@ def extract_concurrently(chains: Sequence[Sequence[str | Extractor]], batch: Aud
     with ThreadPoolExecutor(len(chains) - 1) as pool:
         others = [pool.submit(extract, chain, batch) for chain in chains[1:]]
         frames = [extract(chains[0], batch), *(f.result() for f in others)]
-    joined = {}
-    for name in ("error", "refused"):
-        joined[name] = [
-            "; ".join(dict.fromkeys(v for v in values if v)) or None
-            for values in zip(*(f[name].to_list() for f in frames))
-        ]
+    joined = {name: [join_messages(*values) for values in zip(*(f[name].to_list() for f in frames))]
+              for name in ("error", "refused")}
     columns = [f.drop("error", "refused") for f in frames]
     return pl.concat(columns, how="horizontal").with_columns(
         pl.Series("error", joined["error"], dtype=pl.Utf8), pl.Series("refused", joined["refused"], dtype=pl.Utf8)

@@ -26,6 +26,7 @@ from sdscore.features.cache import ContentCache, cache_key, hash_file, hash_sett
 from sdscore.features.extract import (
     extract,
     extract_concurrently,
+    join_messages,
     make_extractor,
     run_isolated,
     select,
@@ -108,7 +109,7 @@ class ClipFeatures:
             whisper = extract([self.whisper], batch).to_dicts()
             for row, w in zip(rows, whisper):
                 row["transcript_whisper"] = w["transcript"]
-                row["error"] = _join(row["error"], w["error"])
+                row["error"] = join_messages(row["error"], w["error"])
         self._language(batch, rows)
         self._models(batch, rows, mos=True)
         return rows
@@ -130,7 +131,7 @@ class ClipFeatures:
             for column in self.language.schema:
                 rows[i][column] = values[column][j]
             if j in failed:
-                rows[i]["error"] = _join(rows[i]["error"], f"language: {failed[j]}")
+                rows[i]["error"] = join_messages(rows[i]["error"], f"language: {failed[j]}")
 
     def _models(self, batch: AudioBatch, rows: list[dict], *, mos: bool) -> None:
         """Local-folder models (dialect, emotion dimensions, MOS) on the items that loaded."""
@@ -145,11 +146,7 @@ class ClipFeatures:
                 values = run(sub)
             except Exception as error:  # noqa: BLE001 - the model's failure is each item's error
                 for i in ok:
-                    rows[i]["error"] = _join(rows[i]["error"], f"{name}: {error}")
+                    rows[i]["error"] = join_messages(rows[i]["error"], f"{name}: {error}")
                 continue
             for i, v in zip(ok, values):
                 rows[i][name] = v
-
-
-def _join(a: str | None, b: str | None) -> str | None:
-    return "; ".join(dict.fromkeys(s for s in (a, b) if s)) or None
