@@ -13,9 +13,10 @@ import pytest
 from judge_server import ChatServer, Reply, completion, labels_json
 
 from sdscore.errors import JudgeError
-from sdscore.protocols.judge.client import ChatClient, Price, RetryPolicy, Usage
-from sdscore.protocols.judge.deadline_transport import environment_proxy
-from sdscore.protocols.judge.replies import ReplyError, parse_reply
+from sdscore.llm_judges.client import ChatClient, Price, RetryPolicy, Usage
+from sdscore.llm_judges.deadline_transport import environment_proxy
+from sdscore.llm_judges.reply_error import ReplyError
+from sdscore.protocols.judge.replies import parse_reply
 
 KEY = "sk-test-S3CRET-0123456789"
 MESSAGES = [{"role": "system", "content": "judge"}, {"role": "user", "content": "which is better?"}]

@@ -21,12 +21,10 @@ from sdscore.cli import main
 from sdscore.corpus import write_manifest
 from sdscore.errors import JudgeError
 from sdscore.metrics.fusion import fuse
+from sdscore.llm_judges.client import ChatClient, Price, RetryPolicy
 from sdscore.protocols.judge import (
-    ChatClient,
     JudgeItem,
     LLMJudge,
-    Price,
-    RetryPolicy,
     RuleBaselineJudge,
     load_prompt,
     make_judge,

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from sdscore.errors import JudgeError
-from sdscore.protocols.judge.replies import ReplyError, parse_reply
+from sdscore.llm_judges.reply_error import ReplyError
+from sdscore.protocols.judge.replies import parse_reply
 
 GOOD = {"reasoning": "r", "content": "1", "voice_quality": "both_good", "paralinguistics": "both_bad"}
 EXPECTED = {"content": "1", "voice_quality": "both_good", "paralinguistics": "both_bad", "reasoning": "r"}

@@ -207,12 +207,20 @@ def _consistency_checks() -> list[RowCheck]:
             labels.is_not_null() & candidates.is_not_null() & (labels.list.len() != candidates.list.len()),
             pl.format("has {} entries but candidate_paths has {}", labels.list.len(), candidates.list.len()),
         ),
-        _first_bad_element(
+        _unless_graded(_first_bad_element(
             "candidate_scenarios",
             ~pl.element().is_in(SCENARIOS),
             lambda n, label: pl.format(
-                "the entry at index {} is {}, not one of {}", n - 1, _quoted(label), pl.lit(", ".join(SCENARIOS))
+                "the entry at index {} is {}, not one of {} (any labels need candidate_relevances)",
+                n - 1, _quoted(label), pl.lit(", ".join(SCENARIOS)),
             ),
+        )),
+        RowCheck(
+            "candidate_relevances",
+            pl.col("candidate_relevances").is_not_null() & candidates.is_not_null()
+            & (pl.col("candidate_relevances").list.len() != candidates.list.len()),
+            pl.format("has {} entries but candidate_paths has {}", pl.col("candidate_relevances").list.len(),
+                      candidates.list.len()),
         ),
         RowCheck(
             "masked_turn",
@@ -220,6 +228,11 @@ def _consistency_checks() -> list[RowCheck]:
             pl.format("{} is outside 0..{} ({} turn_paths besides the masked turn)", masked, n_turns, n_turns),
         ),
     ]
+
+
+def _unless_graded(check: RowCheck) -> RowCheck:
+    """A candidate-label check that rows grading their candidates (candidate_relevances) skip."""
+    return RowCheck(check.column, check.failed & pl.col("candidate_relevances").is_null(), check.message)
 
 
 def _list_text(column: pl.Expr) -> pl.Expr:

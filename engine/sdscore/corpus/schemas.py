@@ -54,7 +54,9 @@ JUDGE_ITEMS = pl.Schema(
 #: consistency — one row per task instance (SpeakerSleuth).
 #: detection rows: turn_paths are the speaker's N turns, true_turns the altered ones (0-based).
 #: discrimination rows: turn_paths are the unmasked context turns, masked_turn the masked index,
-#: candidate_paths the candidates and candidate_scenarios their labels (S1/S2/S3).
+#: candidate_paths the candidates and candidate_scenarios their labels (S1/S2/S3, or any distinct
+#: labels when candidate_relevances grades them, e.g. voice-cloning systems ranked by people).
+#: dialogue_speakers/dialogue_texts give the interlocutors' turns as text for the text-context condition.
 CONSISTENCY_INSTANCES = pl.Schema(
     {
         "instance_id": pl.String,
@@ -68,6 +70,11 @@ CONSISTENCY_INSTANCES = pl.Schema(
         "masked_turn": pl.Int64,  # nullable
         "candidate_paths": pl.List(pl.String),  # nullable
         "candidate_scenarios": pl.List(pl.String),  # nullable
+        # optional, for LALM judges and graded ranking:
+        "speaker_name": pl.String,  # the target speaker's name in prompts (default: speaker_id)
+        "dialogue_speakers": pl.List(pl.String),  # every turn's speaker, in dialogue order
+        "dialogue_texts": pl.List(pl.String),  # every turn's text; null where the target speaks (turn_paths, in order)
+        "candidate_relevances": pl.List(pl.Float64),  # graded relevance per candidate (then labels are free)
     }
 )
 

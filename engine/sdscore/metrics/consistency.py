@@ -14,6 +14,10 @@ mean of the reported P and R (GPT-4o-audio S2: P 12.6, R 25.9, F1 15.0).
 
 Discrimination: ranking relevances S1 = 2, S3 = 1, S2 = 0; NDCG@k with gain 2^rel − 1 and
 discount log2(i + 1), i from 1; the ideal order S1 ≻ S3 ≻ S2 is also the only exact match.
+Graded discrimination (any number of candidates with given relevances, e.g. the VC quality ranking
+of Table 5): the ideal order sorts the relevances; a ranking is an exact match when its relevances
+never increase (candidates of equal relevance may come in any order); a pick is right when its
+relevance is the row's highest; NDCG is 1 when every relevance is 0 (every order is ideal).
 """
 
 from __future__ import annotations
@@ -131,11 +135,7 @@ def ndcg_at_k(rankings, k: int) -> np.ndarray:
     """Per-ranking NDCG@k, float64 ``[n]``: gain 2^rel − 1, discount log2(i + 1) for rank i ≥ 1."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= len(SCENARIOS):
         raise ValueError(f"k must be an integer in 1..{len(SCENARIOS)}, got {k!r}")
-    relevance = relevance_matrix(rankings)
-    discount = 1.0 / np.log2(np.arange(2, k + 2))
-    gains = (2.0 ** relevance[:, :k] - 1.0) @ discount
-    ideal = (2.0 ** np.array([RELEVANCE[label] for label in IDEAL_RANKING][:k]) - 1.0) @ discount
-    return gains / ideal
+    return graded_ndcg_at_k(list(relevance_matrix(rankings).astype(np.float64)), k)
 
 
 def exact_match(rankings) -> np.ndarray:
@@ -144,20 +144,105 @@ def exact_match(rankings) -> np.ndarray:
     return (relevance == np.array([RELEVANCE[label] for label in IDEAL_RANKING])).all(axis=1)
 
 
+def _dcg(gains: np.ndarray, k: int) -> float:
+    top = gains[:k]
+    return float(((2.0 ** top - 1.0) / np.log2(np.arange(2, top.size + 2))).sum())
+
+
+def graded_ndcg_at_k(ranked_relevances, k: int) -> np.ndarray:
+    """NDCG@k per ranking, float64 ``[n]``, from each ranking's relevances in ranked order (any length;
+    a ranking shorter than k counts all its items). 1 when every relevance is 0."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    out = np.empty(len(ranked_relevances), dtype=np.float64)
+    for position, values in enumerate(ranked_relevances):
+        rel = np.asarray(values, dtype=np.float64)
+        if rel.ndim != 1 or rel.size == 0 or not np.isfinite(rel).all():
+            raise ValueError(f"ranked_relevances[{position}] must be a non-empty list of finite numbers, got {values!r}")
+        ideal = _dcg(np.sort(rel)[::-1], int(k))
+        out[position] = 1.0 if ideal == 0 else _dcg(rel, int(k)) / ideal
+    return out
+
+
+def graded_exact_match(ranked_relevances) -> np.ndarray:
+    """Boolean ``[n]``: the relevances never increase down the ranking (ties in any order)."""
+    return np.array([bool(np.all(np.diff(np.asarray(r, dtype=np.float64)) <= 0)) for r in ranked_relevances],
+                    dtype=bool)
+
+
+def ranked_relevances(rankings, relevances: list[dict[str, float]]) -> list[np.ndarray]:
+    """Each ranking's relevances in ranked order; each ranking must order its row's labels once each."""
+    if isinstance(rankings, pl.Series):
+        rankings = rankings.to_list()
+    check_same_length(rankings=rankings, relevances=relevances)
+    out = []
+    for position, (ranking, table) in enumerate(zip(rankings, relevances)):
+        if ranking is None or isinstance(ranking, str) or sorted(ranking) != sorted(table):
+            raise ValueError(f"rankings[{position}] must order each of {sorted(table)} once, got {ranking!r}")
+        out.append(np.array([table[label] for label in ranking], dtype=np.float64))
+    return out
+
+
+def _accuracy_by_dataset(hit: np.ndarray, datasets) -> dict:
+    datasets = as_1d(datasets, "datasets", dtype=object)
+    check_same_length(choices=hit, datasets=datasets)
+    names = list(dict.fromkeys(datasets.tolist()))
+    if "average" in names or None in names:
+        raise ValueError(f"dataset names must be set and differ from 'average', got {names}")
+    result = {str(name): float(hit[datasets == name].mean()) for name in names}
+    result["average"] = mean_or_none(hit)
+    return result
+
+
 def discrimination_accuracy(choices, datasets) -> dict:
     """Share of instances whose chosen candidate is S1: per dataset and ``average`` over all instances.
 
     The average is over instances (weighted by dataset size), as in SpeakerSleuth Table 2 (Avg).
     """
     choices = as_label_array(choices, SCENARIOS, "choices")
-    datasets = as_1d(datasets, "datasets", dtype=object)
-    check_same_length(choices=choices, datasets=datasets)
-    names = list(dict.fromkeys(datasets.tolist()))
-    if "average" in names or None in names:
-        raise ValueError(f"dataset names must be set and differ from 'average', got {names}")
-    hit = choices == "S1"
-    result = {str(name): float(hit[datasets == name].mean()) for name in names}
-    result["average"] = mean_or_none(hit)
+    return _accuracy_by_dataset(choices == "S1", datasets)
+
+
+def _relevance_tables(rows: pl.DataFrame) -> list[dict[str, float]]:
+    """Per discrimination row: label → relevance (graded columns when set, else SpeakerSleuth's S1/S3/S2)."""
+    graded = "candidate_relevances" in rows.columns and "candidate_labels" in rows.columns
+    labels = rows["candidate_labels"].to_list() if graded else [None] * rows.height
+    values = rows["candidate_relevances"].to_list() if graded else [None] * rows.height
+    tables = []
+    for position, (names, grades) in enumerate(zip(labels, values)):
+        if grades is None:
+            tables.append(dict(RELEVANCE))
+            continue
+        if names is None or len(names) != len(grades) or len(set(names)) != len(names):
+            raise ValueError(f"discrimination row {position}: candidate_labels must be distinct and match "
+                             f"candidate_relevances, got {names!r} and {grades!r}")
+        tables.append({str(n): float(g) for n, g in zip(names, grades)})
+    return tables
+
+
+def discrimination_summary(rows: pl.DataFrame) -> dict:
+    """Accuracy per dataset (the pick: ``choice`` when set, else the top of ``ranking``) and, over rows
+    with a ranking, NDCG@1, NDCG@2 and exact match; graded rows use their own relevances."""
+    check_columns(rows, ["ranking", "dataset"], "discrimination")
+    tables = _relevance_tables(rows)
+    rankings = rows["ranking"].to_list()
+    choices = rows["choice"].to_list() if "choice" in rows.columns else [None] * rows.height
+    ranked = [i for i, r in enumerate(rankings) if r is not None]
+    graded = ranked_relevances([rankings[i] for i in ranked], [tables[i] for i in ranked])
+    picks = []
+    for position, (choice, ranking, table) in enumerate(zip(choices, rankings, tables)):
+        pick = choice if choice is not None else (ranking[0] if ranking else None)
+        if pick is None:
+            raise ValueError(f"discrimination row {position} has neither a ranking nor a choice")
+        if pick not in table:
+            raise ValueError(f"choices has unknown label {pick!r} at position {position}; expected one of {list(table)}")
+        picks.append(table[pick] == max(table.values()))
+    result: dict = {"accuracy": _accuracy_by_dataset(np.array(picks, dtype=bool), rows["dataset"]),
+                    "ndcg@1": None, "ndcg@2": None, "exact_match": None, "n_ranked": len(ranked)}
+    if graded:
+        result["ndcg@1"] = float(graded_ndcg_at_k(graded, 1).mean())
+        result["ndcg@2"] = float(graded_ndcg_at_k(graded, 2).mean())
+        result["exact_match"] = float(graded_exact_match(graded).mean())
     return result
 
 
@@ -169,7 +254,8 @@ def consistency_summary(frame: pl.DataFrame) -> dict:
     (discrimination rows); error. Rows with an error are left out and counted in ``n_errors``.
     Localization uses detection rows whose flagged_turns is not null (None if there are none).
     Classification takes ``choice`` when that optional column is set on a row (a separate
-    single-choice query, as in the paper), else the top of ``ranking``.
+    single-choice query, as in the paper), else the top of ``ranking``; ranking metrics use the rows
+    with a ranking. Graded rows (candidate_labels + candidate_relevances) use their own relevances.
     Returns {detection, localization, discrimination, counts, n_errors}; undefined values are None.
     """
     check_columns(frame, ["task"], "consistency")
@@ -193,20 +279,9 @@ def consistency_summary(frame: pl.DataFrame) -> dict:
                 check_columns(located, ["true_turns"], "localization")
                 localization = localization_summary(located["scenario"], located["flagged_turns"], located["true_turns"])
 
-    discrimination: dict = {"accuracy": None, "ndcg@1": None, "ndcg@2": None, "exact_match": None}
+    discrimination: dict = {"accuracy": None, "ndcg@1": None, "ndcg@2": None, "exact_match": None, "n_ranked": 0}
     if discrimination_rows.height:
-        check_columns(discrimination_rows, ["ranking", "dataset"], "discrimination")
-        rankings = discrimination_rows["ranking"].to_list()
-        relevance_matrix(rankings)  # validates before anything is indexed
-        choices = [r[0] for r in rankings]
-        if "choice" in discrimination_rows.columns:
-            choices = [c if c is not None else top for c, top in zip(discrimination_rows["choice"].to_list(), choices)]
-        discrimination = {
-            "accuracy": discrimination_accuracy(choices, discrimination_rows["dataset"]),
-            "ndcg@1": float(ndcg_at_k(rankings, 1).mean()),
-            "ndcg@2": float(ndcg_at_k(rankings, 2).mean()),
-            "exact_match": float(exact_match(rankings).mean()),
-        }
+        discrimination = discrimination_summary(discrimination_rows)
 
     scenarios = detection_rows["scenario"].to_list() if detection_rows.height else []
     counts = {

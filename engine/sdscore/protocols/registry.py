@@ -62,7 +62,7 @@ PROTOCOLS: dict[str, ProtocolEntry] = {
         ProtocolEntry("judge", "TRACE judging of response pairs", "sdscore.protocols.judge", scores=True,
                       plot_help="folder of confusion-matrix PNGs, one per judge", many_results=True),
         ProtocolEntry("consistency", "SpeakerSleuth speaker consistency", "sdscore.protocols.consistency",
-                      scores=True, plot_help="threshold-sweep PNG"),
+                      scores=True, plot_help="threshold-sweep PNG", many_results=True),
         ProtocolEntry("naturalness", "SPEARBench naturalness of answers (timing, intelligibility, prosody)",
                       "sdscore.protocols.naturalness", scores=True,
                       plot_help="folder for the dialect-profile, AVD-scatter and pitch figures", many_results=True),

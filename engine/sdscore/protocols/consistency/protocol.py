@@ -7,35 +7,35 @@ turns' centroid, flagged above it; reference: cosine to the reference clip, flag
 a detection row is inconsistent iff a turn is flagged. One `score_candidates` call ranks each
 discrimination row's candidates (best first; for centroid, the smallest distance). evaluate:
 SpeakerSleuth's metrics (sdscore.metrics.consistency), and a threshold sweep over the same scores.
-`ConsistencyScorer` is the protocol's Scorer (runtime/scorer.py) for `sdscore score consistency`.
+`ConsistencyScorer` is the embedding methods' Scorer (runtime/scorer.py) for `sdscore score consistency`;
+the LALM judge's is in lalm_scorer.py, evaluation in evaluation.py.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from typing import Any
 
 import numpy as np
 import polars as pl
 import torch
 
 from sdscore import kernels
-from sdscore.atomic_write import write_json
 from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
 from sdscore.corpus import CONSISTENCY_INSTANCES
-from sdscore.corpus.results_file import read_results
 from sdscore.features.speaker import SpeakerEmbedder
 from sdscore.metrics.consistency import (
-    consistency_summary,
     detection_accuracy,
     localization_summary,
 )
 from sdscore.progress import Progress
-from sdscore.runtime.scorer import ScoringJob
 
-#: Default threshold per method (SpeakerSleuth §5.1).
-METHODS = {"pairwise": 0.4, "centroid": 0.3, "reference": 0.4}
+#: Default threshold per method (SpeakerSleuth §5.1). "centroid" averages unit-normalised embeddings
+#: (so its discrimination equals pairwise's, as in the paper's Table 2); "centroid-raw" averages the
+#: raw embeddings, so turns with larger embedding norms pull it (this package's behaviour before).
+METHODS = {"pairwise": 0.4, "centroid": 0.3, "centroid-raw": 0.3, "reference": 0.4}
+#: the kernels' output each method reads
+_KERNEL_OUTPUT = {"pairwise": "pairwise", "centroid": "centroid", "centroid-raw": "centroid", "reference": "reference"}
 #: Thresholds of the sensitivity sweep (SpeakerSleuth Appendix B.2).
 SWEEP = tuple(round(0.1 * k, 1) for k in range(1, 8))
 RESULTS = pl.Schema({
@@ -51,6 +51,18 @@ RESULTS = pl.Schema({
     "turn_scores": pl.List(pl.Float64),
     "ranking": pl.List(pl.String),
     "candidate_scores": pl.List(pl.Float64),
+    # who scored: the embedder, or the LALM's model name
+    "model": pl.String,
+    # graded discrimination: the manifest's candidate labels and relevances (relevances null: S1/S3/S2)
+    "candidate_labels": pl.List(pl.String),
+    "candidate_relevances": pl.List(pl.Float64),
+    # LALM judge only: the question, the single pick, each call's option order and parsed answer, raw replies
+    "lalm_task": pl.String,
+    "choice": pl.String,
+    "option_orders": pl.List(pl.List(pl.Int64)),
+    "answers": pl.List(pl.String),
+    "raw_replies": pl.List(pl.String),
+    "cost": pl.Float64,
     "error": pl.String,
 })
 
@@ -68,18 +80,18 @@ def check_method(method: str, threshold: float | None) -> float:
 
 
 def flag_turns(scores: list[float], method: str, threshold: float) -> list[int]:
-    """Indices of flagged turns: distance above the threshold (centroid), similarity below it (else)."""
-    if method == "centroid":
+    """Indices of flagged turns: distance above the threshold (centroids), similarity below it (else)."""
+    if method.startswith("centroid"):
         return [t for t, s in enumerate(scores) if s > threshold]
     return [t for t, s in enumerate(scores) if s < threshold]
 
 
 def _rank(scores: np.ndarray, method: str) -> np.ndarray:
     """Candidate order, best first; ties keep the manifest's order."""
-    return np.argsort(scores if method == "centroid" else -scores, kind="stable")
+    return np.argsort(scores if method.startswith("centroid") else -scores, kind="stable")
 
 
-def _with_manifest_columns(frame: pl.DataFrame) -> pl.DataFrame:
+def with_manifest_columns(frame: pl.DataFrame) -> pl.DataFrame:
     """The frame with every CONSISTENCY_INSTANCES column (absent ones null) and an error column."""
     missing = [pl.lit(None, dtype).alias(name) for name, dtype in CONSISTENCY_INSTANCES.items() if name not in frame.columns]
     if "error" not in frame.columns:
@@ -127,9 +139,25 @@ def _row_problem(row: dict, method: str, index: dict[str, int], errors: list[str
         if not candidates or len(candidates) != len(labels) or any(p is None for p in candidates):
             return (f"discrimination needs candidate_paths and candidate_scenarios of equal, non-zero length, "
                     f"got {len(candidates)} and {len(labels)}")
+        graded = candidate_problem(labels, row.get("candidate_relevances"))
+        if graded is not None:
+            return graded
         for c, path in enumerate(candidates):
             if errors[index[path]] is not None:
                 return f"candidate_paths[{c}]: {errors[index[path]]}"
+    return None
+
+
+def candidate_problem(labels: list[str], relevances: list[float] | None) -> str | None:
+    """Why graded candidates cannot be ranked (None if they can, or when they are not graded)."""
+    if relevances is None:
+        return None
+    if len(relevances) != len(labels):
+        return f"candidate_relevances has {len(relevances)} entries but candidate_scenarios has {len(labels)}"
+    if len(set(labels)) != len(labels):
+        return f"graded candidates need distinct labels, got {labels}"
+    if any(r is None or not math.isfinite(r) for r in relevances):
+        return f"candidate_relevances must be finite numbers, got {relevances}"
     return None
 
 
@@ -148,13 +176,15 @@ def score_consistency(
     candidates, best first) and candidate_scores (in the manifest's candidate order).
     """
     threshold = check_method(method, threshold)
-    frame = _with_manifest_columns(frame)
+    frame = with_manifest_columns(frame)
     index, embeddings, errors = prepare_consistency(frame, embedder, progress)
     records = frame.select(*CONSISTENCY_INSTANCES.names(), "error").to_dicts()
     problems = [_row_problem(row, method, index, errors) for row in records]
     scored = [i for i, p in enumerate(problems) if p is None]
 
     emb = torch.from_numpy(embeddings)
+    if method == "centroid":  # unit rows first, so the centroid is the mean direction (cosines are unchanged)
+        emb = torch.nn.functional.normalize(emb, dim=1)
     turn_rows = [index[p] for i in scored for p in records[i]["turn_paths"]]
     lengths = [len(records[i]["turn_paths"]) for i in scored]
     offsets = torch.zeros(len(scored) + 1, dtype=torch.int64)
@@ -163,7 +193,7 @@ def score_consistency(
     reference = None
     if method == "reference":
         reference = emb[[index[records[i]["reference_path"]] for i in scored]] if scored else emb.new_zeros(0, embedder.dim)
-    per_turn = kernels.group_cosine(turns, offsets, reference)[method].double().numpy()
+    per_turn = kernels.group_cosine(turns, offsets, reference)[_KERNEL_OUTPUT[method]].double().numpy()
 
     discrimination = [g for g, i in enumerate(scored) if records[i]["task"] == "discrimination"]
     cand_rows = [index[p] for g in discrimination for p in records[scored[g]]["candidate_paths"]]
@@ -172,12 +202,13 @@ def score_consistency(
     if cand_rows:
         candidate_scores = kernels.score_candidates(
             emb[cand_rows], torch.tensor(cand_group, dtype=torch.int64), turns, offsets, reference
-        )[method].double().numpy()
+        )[_KERNEL_OUTPUT[method]].double().numpy()
 
     out = [{
         "task": row["task"], "instance_id": row["instance_id"], "dataset": row["dataset"],
         "scenario": row["scenario"], "method": method, "threshold": threshold, "true_turns": row["true_turns"],
-        "error": problem,
+        "model": getattr(embedder, "name", None), "candidate_labels": row["candidate_scenarios"],
+        "candidate_relevances": row["candidate_relevances"], "error": problem,
     } for row, problem in zip(records, problems)]
     bounds, cand_start = offsets.tolist(), 0
     for g, i in enumerate(scored):
@@ -224,17 +255,6 @@ def sweep_thresholds(results: pl.DataFrame, thresholds=SWEEP) -> pl.DataFrame:
     return pl.DataFrame(table)
 
 
-def evaluate_consistency(results: pl.DataFrame) -> dict:
-    """SpeakerSleuth metrics of a results frame (metrics.consistency_summary), with row counts and the method."""
-    summary = consistency_summary(results)
-    summary["n_rows"] = results.height
-    if "method" in results.columns and results["method"].drop_nulls().n_unique() == 1:
-        summary["method"] = results["method"].drop_nulls()[0]
-        thresholds = results["threshold"].drop_nulls() if "threshold" in results.columns else []
-        summary["threshold"] = thresholds[0] if len(thresholds) else None
-    return summary
-
-
 class ConsistencyScorer:
     """The consistency protocol's Scorer: one speaker embedder (loaded once), one method.
 
@@ -252,42 +272,3 @@ class ConsistencyScorer:
 
     def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
         return score_consistency(rows, self.embedder, self.method, self.threshold)
-
-
-def scoring_job(**settings: Any) -> ScoringJob:
-    """The ScoringJob of `sdscore score consistency` (settings: ConsistencyScorer's), checked up front."""
-    settings = {k: v for k, v in settings.items() if v is not None}
-    check_method(settings.get("method", "pairwise"), settings.get("threshold"))
-    for name in ("model_dir", "cache_dir"):
-        if name in settings:
-            settings[name] = os.path.abspath(settings[name])
-    return ScoringJob("consistency", ConsistencyScorer, settings, volatile=("cache_dir",),
-                      model_dir=settings.get("model_dir"))
-
-
-def run_eval(
-    results_path: str | os.PathLike, out_json: str | os.PathLike, plot_path: str | os.PathLike | None = None
-) -> dict:
-    """Metrics of a results Parquet as JSON (with the threshold sweep), and the sweep plot when asked."""
-    results = read_results(results_path, RESULTS, required=("task",))
-    metrics = evaluate_consistency(results)
-    sweepable = results.filter(
-        (pl.col("task") == "detection") & pl.col("error").is_null() & pl.col("turn_scores").is_not_null()
-    ).height > 0
-    sweep = sweep_thresholds(results) if sweepable else None
-    metrics["threshold_sweep"] = None if sweep is None else sweep.to_dicts()
-    if plot_path is not None:
-        if sweep is None:
-            raise ValueError(f"{results_path}: no scored detection rows, so there is no threshold sweep to plot")
-        from sdscore.report.consistency_plots import plot_threshold_sweep
-
-        plot_threshold_sweep(sweep, plot_path, method=metrics.get("method"))
-    write_json(out_json, metrics)
-    return metrics
-
-
-
-
-def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, seed: int = 0) -> dict:
-    """`sdscore eval consistency` (the registry's uniform signature; seed is unused: no resampling)."""
-    return run_eval(results[0], out_json, plot_path=plot)

@@ -2,13 +2,6 @@
 endpoint, a rule baseline, deterministic fusion, and agreement statistics with human labels."""
 
 from sdscore.metrics.fusion import FUSION_RULES, JUDGE_LABELS, fuse, fuse_many
-from sdscore.protocols.judge.client import (
-    ChatClient,
-    ChatResult,
-    Price,
-    RetryPolicy,
-    Usage,
-)
 from sdscore.protocols.judge.interface import DIMENSIONS, Judge, JudgeItem, Verdict
 from sdscore.protocols.judge.llm_judge import LLMJudge
 from sdscore.protocols.judge.probes import (
@@ -25,7 +18,7 @@ from sdscore.protocols.judge.protocol import (
     run_eval,
     score_judge,
 )
-from sdscore.protocols.judge.replies import ReplyError, parse_reply
+from sdscore.protocols.judge.replies import parse_reply
 from sdscore.protocols.judge.demo import demo_judge
 from sdscore.protocols.judge.rule_judge import RuleBaselineJudge, RuleThresholds
 from sdscore.protocols.judge.scorer import JudgeScorer, scoring_job
@@ -35,19 +28,13 @@ __all__ = [
     "FUSION_RULES",
     "JUDGE_LABELS",
     "PROMPT_MODES",
-    "ChatClient",
-    "ChatResult",
     "Judge",
     "JudgeItem",
     "JudgeScorer",
     "LLMJudge",
-    "Price",
     "PromptTemplate",
-    "ReplyError",
-    "RetryPolicy",
     "RuleBaselineJudge",
     "RuleThresholds",
-    "Usage",
     "Verdict",
     "ablation_flip_rates",
     "attribution",

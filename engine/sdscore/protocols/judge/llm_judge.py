@@ -8,17 +8,14 @@ does not validate is asked again by the client, and an item that still fails car
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-import soundfile as sf
-
-from sdscore import audio
 from sdscore.errors import JudgeError, SdscoreError
+from sdscore.llm_judges.audio_request import wav_bytes
+from sdscore.llm_judges.client import ChatClient
 from sdscore.protocols.judge import blueprint_view as bv
-from sdscore.protocols.judge.client import ChatClient
 from sdscore.protocols.judge.interface import (
     JudgeItem,
     Progress,
@@ -28,17 +25,6 @@ from sdscore.protocols.judge.interface import (
 )
 from sdscore.protocols.judge.prompts import PromptTemplate, load_prompt
 from sdscore.protocols.judge.replies import parse_reply
-
-AUDIO_SAMPLE_RATE = 16000
-
-
-def wav_bytes(path: str, sample_rate: int = AUDIO_SAMPLE_RATE, max_seconds: float | None = None) -> bytes:
-    """The file decoded to mono at sample_rate and re-encoded as 16-bit PCM WAV (AudioError past
-    max_seconds; None: load's default)."""
-    samples = audio.load(path, sample_rate, max_seconds=max_seconds)
-    buffer = io.BytesIO()
-    sf.write(buffer, samples, sample_rate, format="WAV", subtype="PCM_16")
-    return buffer.getvalue()
 
 
 class LLMJudge:

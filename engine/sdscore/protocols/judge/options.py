@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS, MAX_AUDIO_SECONDS_HELP
-from sdscore.protocols.judge.client import DEFAULT_TIMEOUT_S
+from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S
 
 
 def _seconds(value: str) -> float:

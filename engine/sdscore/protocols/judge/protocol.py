@@ -28,7 +28,7 @@ from sdscore.metrics.agreement import (
     paired_bootstrap_ci,
 )
 from sdscore.metrics.fusion import FUSION_RULES, JUDGE_LABELS, fuse
-from sdscore.protocols.judge.client import DEFAULT_TIMEOUT_S, ChatClient, Price
+from sdscore.llm_judges.client import BASE_URL_ENV, DEFAULT_TIMEOUT_S, ChatClient, Price
 from sdscore.protocols.judge.interface import (
     DIMENSIONS,
     Judge,
@@ -58,7 +58,6 @@ RESULT_SCHEMA = pl.Schema(
     }
 )
 JUDGE_KINDS = ("rule", "openai")
-BASE_URL_ENV = ("SDSCORE_JUDGE_BASE_URL", "OPENAI_BASE_URL")
 
 
 def _column(frame: pl.DataFrame, name: str) -> list:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 
-from sdscore.errors import JudgeError
+from sdscore.llm_judges.reply_error import ReplyError
 from sdscore.metrics.fusion import JUDGE_LABELS
 from sdscore.protocols.judge.interface import DIMENSIONS
 
@@ -23,10 +23,6 @@ LABEL_KEYS = {
 }
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*[ \t]*\n(.*?)\n?```$", re.DOTALL)
 _SHOWN = 200
-
-
-class ReplyError(JudgeError):
-    """A judge reply is not a JSON object with a valid label for every dimension."""
 
 
 def _shown(text: str) -> str:

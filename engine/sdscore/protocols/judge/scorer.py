@@ -11,10 +11,9 @@ from typing import Any
 import polars as pl
 
 from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
-from sdscore.protocols.judge.client import DEFAULT_TIMEOUT_S, Price
+from sdscore.llm_judges.client import BASE_URL_ENV, DEFAULT_TIMEOUT_S, Price
 from sdscore.protocols.judge.llm_judge import LLMJudge
 from sdscore.protocols.judge.protocol import (
-    BASE_URL_ENV,
     check_fusion,
     blueprint_paths,
     make_judge,

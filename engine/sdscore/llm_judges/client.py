@@ -32,13 +32,15 @@ import httpx
 
 from sdscore.errors import JudgeError
 from sdscore.features.cache import ContentCache, hash_settings
-from sdscore.protocols.judge.deadline_transport import DeadlineTransport
-from sdscore.protocols.judge.replies import ReplyError
+from sdscore.llm_judges.deadline_transport import DeadlineTransport
+from sdscore.llm_judges.reply_error import ReplyError
 
 log = logging.getLogger(__name__)
 
 #: environment variables read for the API key, in order
 API_KEY_ENV = ("SDSCORE_JUDGE_API_KEY", "OPENAI_API_KEY")
+#: environment variables read for the endpoint when none is given, in order
+BASE_URL_ENV = ("SDSCORE_JUDGE_BASE_URL", "OPENAI_BASE_URL")
 _SHOWN_BODY = 300
 _ERROR_BODY_BYTES = 65536  # what is read of a non-2xx answer (only its start is shown)
 #: seconds from sending a request to the last byte of its answer, per attempt
@@ -168,6 +170,11 @@ def api_key_from_env() -> str | None:
     return None
 
 
+def base_url_from_env() -> str | None:
+    """The first non-empty endpoint among BASE_URL_ENV, or None."""
+    return next((os.environ[v] for v in BASE_URL_ENV if os.environ.get(v)), None)
+
+
 def _retry_after_seconds(value: str | None) -> float | None:
     """Seconds from a Retry-After header (delta-seconds or an HTTP date); None when absent or unreadable."""
     if value is None:
@@ -269,8 +276,8 @@ class ChatClient:
             return self._rng.uniform(0.0, cap)
 
     def complete(self, messages: list[dict[str, Any]], parse: Callable[[str], Any] | None = None) -> ChatResult:
-        """The first reply that ``parse`` accepts (its ReplyError = ask again); ReplyError when none does,
-        JudgeError when HTTP retries run out or the endpoint refuses (4xx other than 429)."""
+        """The first reply that ``parse`` accepts (its ReplyError = ask again); ReplyError when none does
+        (its ``raw``: the last reply's text, redacted), JudgeError when HTTP retries run out or the endpoint refuses (4xx other than 429)."""
         key = None
         if self.cache is not None:
             key = hash_settings({"model": self.model, "messages": messages, "params": self.params})
@@ -287,10 +294,13 @@ class ChatClient:
                 usage = Usage.from_response(raw.get("usage") if isinstance(raw, dict) else None)
                 cost = self._cost(usage)
                 self.totals.add_reply(usage, cost)
+                content = None
                 try:
                     content = self._redact(_message_content(raw))
                     parsed = self._redact_value(parse(content)) if parse is not None else content
                 except ReplyError as error:
+                    if error.raw is None:
+                        error.raw = content
                     last_error = error
                     self.totals.add(invalid_replies=1)
                     log.warning("judge reply did not validate (%s); asking again", self._redact(str(error)))
@@ -298,8 +308,10 @@ class ChatClient:
                 if self.cache is not None and key is not None:
                     self.cache.put_json(key, {"content": content, "usage": vars(usage), "model": self.model})
                 return ChatResult(content, parsed, usage, cost, cached=False, attempts=attempts)
+        raw_text = None if last_error is None or last_error.raw is None else self._redact(last_error.raw)
         raise ReplyError(
-            self._redact(f"no valid reply after {self.retry.reply_retries + 1} replies; last: {last_error}")
+            self._redact(f"no valid reply after {self.retry.reply_retries + 1} replies; last: {last_error}"),
+            raw=raw_text,
         )
 
     def _from_cache(self, entry: dict[str, Any] | None, parse: Callable[[str], Any] | None) -> ChatResult | None:

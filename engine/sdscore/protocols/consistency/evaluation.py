@@ -1,0 +1,153 @@
+"""`sdscore eval consistency`: SpeakerSleuth's metrics of one or several results files, in one table.
+
+One file gives its metrics (with the threshold sweep for embedding methods, and position bias and
+agreement across option orders for LALM judges). Several files (say, Pairwise (ECAPA), Centroid and
+an LALM judge scored on the same manifest) give each run's metrics under ``runs`` and a ``table`` with
+one row per run: the headline numbers of the paper's Table 2.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+
+from sdscore.atomic_write import write_json
+from sdscore.corpus.results_file import read_results
+from sdscore.metrics.consistency import consistency_summary
+from sdscore.metrics.position_bias import order_agreement, position_bias, position_shares
+from sdscore.protocols.consistency.protocol import RESULTS, sweep_thresholds
+
+#: Table 2's headline columns: (table name, path into the metrics)
+TABLE_COLUMNS = (
+    ("det_S1", ("detection", "S1")), ("det_S2", ("detection", "S2")), ("det_S3", ("detection", "S3")),
+    ("det_bal", ("detection", "balanced")), ("loc_bal_f1", ("localization", "balanced_f1")),
+    ("disc_acc", ("discrimination", "accuracy", "average")), ("ndcg@1", ("discrimination", "ndcg@1")),
+    ("ndcg@2", ("discrimination", "ndcg@2")), ("exact_match", ("discrimination", "exact_match")),
+    ("position_bias", ("options", "position_bias")),
+)
+
+
+def option_summary(results: pl.DataFrame) -> dict | None:
+    """Position shares and bias of the LALM answers that pick among shown options, and agreement across
+    orders (sdscore.metrics.position_bias); None when the results hold no such answers. Answers are
+    counted per call; rows asked with a different number of options than the most common are left out."""
+    if "option_orders" not in results.columns:
+        return None
+    rows = results.filter(pl.col("option_orders").is_not_null() & pl.col("answers").is_not_null())
+    calls = [(order, answer) for orders, answers in zip(rows["option_orders"].to_list(), rows["answers"].to_list())
+             for order, answer in zip(orders, answers) if answer]
+    if not calls:
+        return None
+    n_options = Counter(len(order) for order, _ in calls).most_common(1)[0][0]
+    letters = [chr(ord("A") + i) for i in range(n_options)]
+    positions = [letters.index(answer[0]) for order, answer in calls if len(order) == n_options]
+    shares = position_shares(positions, n_options)
+    picks = []
+    for orders, answers in zip(rows["option_orders"].to_list(), rows["answers"].to_list()):
+        picks.append([order[letters.index(a[0])] for order, a in zip(orders, answers)
+                      if a and len(order) == n_options])
+    return {"n_options": n_options, "n_answers": len(positions),
+            "position_shares": dict(zip(letters, shares.tolist())), "position_bias": position_bias(shares),
+            **order_agreement(picks)}
+
+
+def evaluate_consistency(results: pl.DataFrame) -> dict:
+    """SpeakerSleuth metrics of a results frame (metrics.consistency_summary), with row counts, the
+    method, model and threshold, and the LALM option summary."""
+    summary = consistency_summary(results)
+    summary["n_rows"] = results.height
+    for name in ("method", "model"):
+        values = results[name].drop_nulls().unique().to_list() if name in results.columns else []
+        summary[name] = values[0] if len(values) == 1 else None
+    thresholds = results["threshold"].drop_nulls() if "threshold" in results.columns else []
+    summary["threshold"] = thresholds[0] if summary["method"] is not None and len(thresholds) else None
+    summary["options"] = option_summary(results)
+    if "cost" in results.columns and results["cost"].drop_nulls().len():
+        summary["cost"] = float(results["cost"].drop_nulls().sum())
+    return summary
+
+
+def _metrics_of(results_path: str | os.PathLike) -> tuple[dict, pl.DataFrame | None]:
+    results = read_results(results_path, RESULTS, required=("task",))
+    metrics = evaluate_consistency(results)
+    sweepable = results.filter(
+        (pl.col("task") == "detection") & pl.col("error").is_null() & pl.col("turn_scores").is_not_null()
+    ).height > 0
+    sweep = sweep_thresholds(results) if sweepable else None
+    metrics["threshold_sweep"] = None if sweep is None else sweep.to_dicts()
+    return metrics, sweep
+
+
+def run_eval(
+    results_path: str | os.PathLike, out_json: str | os.PathLike, plot_path: str | os.PathLike | None = None
+) -> dict:
+    """Metrics of a results Parquet as JSON (with the threshold sweep), and the sweep plot when asked."""
+    metrics, sweep = _metrics_of(results_path)
+    if plot_path is not None:
+        if sweep is None:
+            raise ValueError(f"{results_path}: no scored detection rows, so there is no threshold sweep to plot")
+        from sdscore.report.consistency_plots import plot_threshold_sweep
+
+        plot_threshold_sweep(sweep, plot_path, method=metrics.get("method"))
+    write_json(out_json, metrics)
+    return metrics
+
+
+def run_label(metrics: dict, path: str | os.PathLike) -> str:
+    """A run's name in the table: "method (model)", else the file's stem."""
+    method, model = metrics.get("method"), metrics.get("model")
+    if method is None:
+        return Path(path).stem
+    return f"{method} ({model})" if model else str(method)
+
+
+def _lookup(metrics: dict, path: tuple[str, ...]):
+    value = metrics
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def compare_runs(results: list, out_json: str | os.PathLike) -> dict:
+    """Each results file's metrics under ``runs`` (by label) and the ``table`` of headline numbers."""
+    runs: dict[str, dict] = {}
+    for path in results:
+        metrics, _ = _metrics_of(path)
+        label = run_label(metrics, path)
+        if label in runs:
+            label = f"{label} [{Path(path).stem}]"
+        if label in runs:
+            raise ValueError(f"two results files give the run label {label!r}; rename one of them")
+        metrics["results_file"] = str(path)
+        runs[label] = metrics
+    table = [{"run": label, **{name: _lookup(m, key) for name, key in TABLE_COLUMNS}} for label, m in runs.items()]
+    out = {"runs": runs, "table": table}
+    write_json(out_json, out)
+    return out
+
+
+def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, seed: int = 0) -> dict:
+    """`sdscore eval consistency` (the registry's uniform signature; seed is unused: no resampling)."""
+    if len(results) == 1:
+        return run_eval(results[0], out_json, plot_path=plot)
+    if plot is not None:
+        raise ValueError("--plot draws one run's threshold sweep; evaluate that results file alone")
+    return compare_runs(results, out_json)
+
+
+def format_table(metrics: dict) -> str | None:
+    """The runs' table as plain text, percentages to one decimal (None for a single run)."""
+    table = metrics.get("table")
+    if not table:
+        return None
+    names = ["run", *(name for name, _ in TABLE_COLUMNS)]
+    cells = [[row["run"], *("-" if row[n] is None else f"{100 * row[n]:.1f}" for n in names[1:])] for row in table]
+    widths = [max(len(names[i]), *(len(c[i]) for c in cells)) for i in range(len(names))]
+    lines = ["  ".join(n.ljust(w) for n, w in zip(names, widths))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)
