@@ -12,6 +12,7 @@ import numpy as np
 from sdscore import audio
 from sdscore.atomic_write import write_json
 from sdscore.corpus import audio_paths, manifest_spec, read_manifest
+from sdscore.errors import SdscoreError
 from sdscore.progress import Progress, no_progress
 from sdscore.runtime.run import score_manifest
 from sdscore.runtime.sharded_output import parts_folder
@@ -200,12 +201,57 @@ def _naturalness_stage(corpus: Path, out: Path, progress: Progress) -> dict:
     }
 
 
+#: Each stage's report inputs under the demo folder: (results files, METRICS.json), relative to out
+#: (arena's "results" is the corpus's battles manifest).
+REPORT_INPUTS = {
+    "reward": (("reward/results.parquet",), "reward/metrics.json"),
+    "consistency": (("consistency/results.parquet",), "consistency/metrics.json"),
+    "judge": (("judge/rule-speakbench.parquet", "judge/rule-majority.parquet"), "judge/metrics.json"),
+    "naturalness": (("naturalness/results-items.parquet", "naturalness/results-selected.parquet"),
+                    "naturalness/metrics.json"),
+    "arena": (("corpus/battles.parquet",), "arena/metrics.json"),
+}
+
+
+def write_demo_report(out: str | os.PathLike, stages: list[dict] | None = None, failures: dict | None = None,
+                      progress: Progress = no_progress) -> Path:
+    """One HTML report of a demo folder (out/report.html), a section per protocol stage; callable on an
+    existing demo folder (stages: demo.json's, read from there when not given)."""
+    from sdscore.report.html import (
+        AudioEmbedder,
+        protocol_section,
+        read_metrics,
+        write_report,
+    )
+
+    out = Path(out)
+    if stages is None:
+        summary = json.loads((out / "demo.json").read_text())
+        stages, failures = summary.get("stages", []), summary.get("failed_stages", {})
+    embedder = AudioEmbedder()
+    sections, notes = [], [f"stage {name} failed: {error}" for name, error in (failures or {}).items()]
+    for i, stage in enumerate(stages):
+        progress("report", i, len(stages))
+        results, metrics = REPORT_INPUTS[stage["protocol"]]
+        try:
+            sections.append(protocol_section(stage["protocol"], read_metrics(out / metrics),
+                                             [out / r for r in results], metrics_path=out / metrics,
+                                             title=f"{stage['protocol']}: {stage['title']}", embedder=embedder))
+        except (SdscoreError, ValueError, KeyError, OSError) as exc:  # the other stages' sections still render
+            notes.append(f"no {stage['protocol']} section: {type(exc).__name__}: {exc}")
+    progress("report", len(stages), len(stages))
+    notes.insert(0, "sdscore demo on the synthetic corpus: every protocol on bundled defaults (demo models, "
+                    "not the papers' checkpoints).")
+    return write_report(out / "report.html", sections, "sdscore demo report", notes, embedder=embedder)
+
+
 STAGES = {"reward": _reward_stage, "consistency": _consistency_stage, "judge": _judge_stage,
           "naturalness": _naturalness_stage, "arena": _arena_stage}
 
 
 def run_demo(out: str | os.PathLike, *, seed: int = 0, size: str = "small", progress: Progress = no_progress) -> dict:
-    """Synthetic corpus, load pass, then every built protocol under `out`; writes `out/demo.json`.
+    """Synthetic corpus, load pass, then every built protocol under `out`; writes `out/demo.json` and
+    the HTML report `out/report.html`.
 
     A stage that fails records its error and the others still run; `ok` is False then.
     """
@@ -221,6 +267,10 @@ def run_demo(out: str | os.PathLike, *, seed: int = 0, size: str = "small", prog
             stages.append(stage(corpus, out, progress))
         except Exception as exc:  # one stage's failure must not hide the others' results
             failures[name] = f"{type(exc).__name__}: {exc}"
+    try:
+        html = str(write_demo_report(out, stages, failures, progress))
+    except Exception as exc:  # the stages' results stand without their report
+        html, failures["report"] = None, f"{type(exc).__name__}: {exc}"
     report = {
         "seed": seed,
         "size": size,
@@ -228,6 +278,7 @@ def run_demo(out: str | os.PathLike, *, seed: int = 0, size: str = "small", prog
         "corpus_summary": summary,
         "stages": stages,
         "failed_stages": failures,
+        "html_report": html,
     }
     write_json(out / "demo.json", report, default=_json_default)
     return report

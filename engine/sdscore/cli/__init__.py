@@ -13,7 +13,9 @@ from sdscore.cli.bench import add_bench_parser
 from sdscore.cli.console import console, stage_progress
 from sdscore.cli.corpus import add_corpus_parser
 from sdscore.cli.export import add_export_parser
+from sdscore.cli.report import add_report_parser
 from sdscore.cli.score import add_eval_parser, add_score_parser
+from sdscore.cli.serve import add_serve_parser
 from sdscore.cli.train import add_train_parser
 from sdscore.errors import SdscoreError
 
@@ -33,7 +35,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     with stage_progress() as progress:
         report = run_demo(args.out, seed=args.seed, size=args.size, progress=progress)
     _print_demo(report)
-    console.print(f"demo report: [bold]{Path(args.out) / 'demo.json'}[/bold]")
+    console.print(f"demo summary: [bold]{Path(args.out) / 'demo.json'}[/bold]")
+    if report.get("html_report"):
+        console.print(f"HTML report: [bold]{report['html_report']}[/bold]")
     return 0 if report["ok"] else 1
 
 
@@ -80,8 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_parser(sub)
     add_corpus_parser(sub)
     add_export_parser(sub)
+    add_report_parser(sub)
     add_train_parser(sub)
     add_bench_parser(sub)
+    add_serve_parser(sub)
     return parser
 
 

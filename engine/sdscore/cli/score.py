@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from sdscore.cli.console import console, stage_progress
+from sdscore.cli.report import add_audio_options
 from sdscore.protocols.registry import PROTOCOLS, protocol, score
 
 
@@ -34,6 +35,11 @@ def _add_runtime_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--window-rows", type=_positive,
                         help="rows per window and per resumable shard (default 1024, or the unfinished run's)")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run from its shards")
+    parser.add_argument("--format", choices=["parquet", "jsonl", "versa", "scp"], default="parquet",
+                        help="also write the finished results as JSONL, VERSA-style JSONL (one object per key) "
+                             "or a folder of Kaldi-style <metric>.scp files (--out stays the Parquet results)")
+    parser.add_argument("--format-out", type=Path, metavar="PATH",
+                        help="where --format goes (default: beside --out: OUT.jsonl, OUT.versa.jsonl, OUT_scp/)")
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
@@ -51,6 +57,11 @@ def _cmd_score(args: argparse.Namespace) -> int:
     resumed = f" ({summary.resumed_shards} shards kept from the interrupted run)" if summary.resumed_shards else ""
     console.print(f"{summary.rows} rows scored in {summary.seconds:.1f} s, {summary.failed} with errors{resumed} "
                   f"→ [bold]{summary.out}[/bold]")
+    if args.format != "parquet" or args.format_out is not None:
+        from sdscore.corpus.output_formats import write_results_as
+
+        written = write_results_as(summary.out, args.format, entry.name, args.format_out)
+        console.print(f"{args.format} → [bold]{written}[/bold]")
     return 1 if summary.failed else 0
 
 
@@ -72,11 +83,15 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if table:
         console.print(table, markup=False, highlight=False, soft_wrap=True)
     console.print(f"metrics ({len(json.dumps(metrics))} bytes of JSON) → [bold]{args.out}[/bold]")
+    if args.report is not None:
+        from sdscore.cli.report import write_protocol_report
+
+        write_protocol_report(args.protocol, args.results, args.out, args.report, args)
     return 0
 
 
 def add_eval_parser(sub) -> None:
-    """`sdscore eval PROTOCOL RESULTS... --out METRICS.json [--plot P] [--seed N]`."""
+    """`sdscore eval PROTOCOL RESULTS... --out METRICS.json [--plot P] [--seed N] [--report HTML]`."""
     ev = sub.add_parser("eval", help="metrics of results files (arena: of a battles manifest)")
     ev.add_argument("protocol", choices=list(PROTOCOLS))
     ev.add_argument("results", nargs="+", type=Path, help="results file(s); judge accepts several")
@@ -84,4 +99,7 @@ def add_eval_parser(sub) -> None:
     ev.add_argument("--plot", type=Path, help="; ".join(f"{e.name}: {e.plot_help}" for e in PROTOCOLS.values()
                                                       if e.plot_help))
     ev.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    ev.add_argument("--report", type=Path, metavar="HTML",
+                    help="also write the evaluation as a self-contained HTML report (see `sdscore report`)")
+    add_audio_options(ev)
     ev.set_defaults(func=_cmd_eval)

@@ -1,0 +1,170 @@
+"""The self-contained HTML report: one section per protocol evaluation, rendered with Jinja2.
+
+`protocol_section` reads an evaluation's METRICS.json values (as given), its results files and the
+manifest they were scored from, and asks the protocol's view for its tables, figures and items;
+`render_report` turns sections into one HTML file with inline CSS, script, images and (within a
+budget) audio, and autoescapes everything that comes from data. Nothing in it loads from a network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from sdscore.atomic_write import write_text
+from sdscore.report.html import (
+    arena_view,
+    consistency_view,
+    judge_view,
+    naturalness_view,
+    reward_view,
+)
+from sdscore.report.html.elements import Section
+from sdscore.report.html.embedding import AudioEmbedder
+from sdscore.report.html.items import ItemFinder, manifest_rows
+from sdscore.report.html.view_context import ViewContext
+
+VIEWS: dict[str, Callable[[ViewContext], tuple]] = {
+    "reward": reward_view.build, "judge": judge_view.build, "consistency": consistency_view.build,
+    "naturalness": naturalness_view.build, "arena": arena_view.build,
+}
+#: Provenance keys shown first, in this order (the rest follow as stored).
+_PROVENANCE_ORDER = ("sdscore_version", "protocol", "scorer", "model", "settings", "manifest", "executor", "host",
+                     "started", "finished", "rows", "failed_rows")
+
+
+def _read_results(protocol: str, path: Path) -> pl.DataFrame:
+    if protocol == "arena":  # arena evaluates the battles manifest itself
+        from sdscore.corpus import read_manifest
+
+        return read_manifest(path, "arena")
+    from sdscore.corpus.results_file import read_results
+
+    return read_results(path, {"error": pl.String})
+
+
+def _compact(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_compact(v)}" for k, v in value.items() if v is not None) or "—"
+    return "—" if value is None else str(value)
+
+
+def provenance_rows(protocol: str, path: Path) -> list[tuple[str, str]]:
+    """(name, value) rows of what produced a results file (its Parquet provenance), or of the file itself."""
+    from sdscore.runtime.provenance import read_provenance
+
+    record = read_provenance(path) if protocol != "arena" else {}
+    rows = [("file", str(path.resolve()))]
+    if not record:
+        stat = path.stat()
+        modified = datetime.fromtimestamp(stat.st_mtime, timezone.utc).isoformat(timespec="seconds")
+        note = "battles manifest (arena has no scoring run)" if protocol == "arena" else "no sdscore provenance stored"
+        return rows + [("kind", note), ("size bytes", str(stat.st_size)), ("modified", modified)]
+    keys = [k for k in _PROVENANCE_ORDER if k in record] + [k for k in record if k not in _PROVENANCE_ORDER]
+    return rows + [(key, _compact(record[key])) for key in keys]
+
+
+def protocol_section(
+    protocol: str,
+    metrics: Mapping[str, Any],
+    results: Sequence[str | os.PathLike],
+    *,
+    metrics_path: str | os.PathLike | None = None,
+    source: str | None = None,
+    title: str | None = None,
+    manifest: str | os.PathLike | None = None,
+    embedder: AudioEmbedder | None = None,
+) -> Section:
+    """One protocol's section from its METRICS.json values and its results files (arena: the battles
+    manifest). manifest: where the items' audio is found (default: the one each results file's
+    provenance names). source: the name its metric cells carry (default: the protocol's)."""
+    if protocol not in VIEWS:
+        raise ValueError(f"unknown protocol {protocol!r}; expected one of {', '.join(VIEWS)}")
+    paths = [Path(p) for p in results]
+    if not paths:
+        raise ValueError(f"report {protocol}: no results file given")
+    embedder = embedder or AudioEmbedder()
+    frames, finders, provenance = [], [], []
+    for path in paths:
+        frames.append((path, _read_results(protocol, path)))
+        rows = provenance_rows(protocol, path)
+        provenance.extend(rows if len(paths) == 1 else [(f"{path.name}: {k}", v) for k, v in rows])
+        if protocol == "arena":
+            finders.append(ItemFinder(protocol, "battles carry no audio", embedder))
+            continue
+        named = manifest
+        if named is None:
+            from sdscore.runtime.provenance import read_provenance
+
+            named = (read_provenance(path).get("manifest") or {}).get("path")
+        finders.append(ItemFinder(protocol, manifest_rows(protocol, named), embedder))
+    if protocol == "naturalness" and len(finders) > 1:  # one list over every file: merge their manifests
+        merged: dict | str = {}
+        for finder in finders:
+            if isinstance(finder.manifest, dict):
+                merged.update(finder.manifest)
+        finders = [ItemFinder(protocol, merged or finders[0].manifest, embedder)]
+    context = ViewContext(protocol, source or protocol, metrics, frames, finders)
+    headline, blocks = VIEWS[protocol](context)
+    return Section(protocol, title or protocol, source or protocol, None if metrics_path is None else str(metrics_path),
+                   headline, blocks, provenance)
+
+
+@lru_cache(maxsize=1)
+def _environment():
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    return Environment(loader=PackageLoader("sdscore.report.html", "templates"),
+                       autoescape=select_autoescape(default=True, default_for_string=True),
+                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+def render_report(sections: Sequence[Section], title: str, notes: Sequence[str] = (),
+                  embedder: AudioEmbedder | None = None) -> str:
+    """The report's HTML text."""
+    from sdscore import __version__
+
+    sources = [s.source for s in sections]
+    if len(set(sources)) != len(sources):
+        raise ValueError(f"report sections need distinct sources, got {sources}")
+    audio = None if embedder is None else {"embedded_mb": embedder.embedded_bytes / 2**20, "linked": embedder.linked,
+                                           "clip_mb": embedder.clip_limit / 2**20,
+                                           "report_mb": embedder.report_limit / 2**20}
+    return _environment().get_template("report.html.j2").render(
+        title=title, sections=sections, notes=list(notes), version=__version__, audio=audio,
+        generated=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+def write_report(out: str | os.PathLike, sections: Sequence[Section], title: str, notes: Sequence[str] = (),
+                 embedder: AudioEmbedder | None = None) -> Path:
+    """Render and write the report atomically; returns its path."""
+    return write_text(out, render_report(sections, title, notes, embedder))
+
+
+def read_metrics(path: str | os.PathLike) -> dict:
+    """A METRICS.json file (ValueError naming it when it is not a JSON object)."""
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path}: cannot read metrics JSON ({error})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: metrics JSON must be an object, got {type(value).__name__}")
+    return value
+
+
+def report_files(protocol: str, results: Sequence[str | os.PathLike], metrics_json: str | os.PathLike,
+                 out: str | os.PathLike, *, manifest: str | os.PathLike | None = None,
+                 clip_limit: int | None = None, report_limit: int | None = None) -> Path:
+    """`sdscore report`: one protocol's evaluation (its METRICS.json and results) as an HTML file."""
+    limits = {k: v for k, v in (("clip_limit", clip_limit), ("report_limit", report_limit)) if v is not None}
+    embedder = AudioEmbedder(**limits)
+    section = protocol_section(protocol, read_metrics(metrics_json), results, metrics_path=metrics_json,
+                               manifest=manifest, embedder=embedder)
+    return write_report(out, [section], f"sdscore {protocol} report", embedder=embedder)

@@ -1,0 +1,102 @@
+"""The naturalness report (SPEARBench): Table III per system, the paired tests against the reference
+system, Figs. 3, 4 and 6, and the worst and best rated answers (DNSMOS OVRL) with their audio."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import polars as pl
+
+from sdscore.report.html.elements import Figure, Note, Table, format_value, metric, text
+from sdscore.report.html.embedding import png_file_uri
+from sdscore.report.html.items import extreme_items, failed_items
+from sdscore.report.html.view_context import ViewContext
+
+#: Headline values per system: (label, key, digits).
+HEADLINE = (("WER %", "wer_pct", 1), ("latency ms", "latency_ms", 0), ("interrupted %", "interrupted_pct", 1),
+            ("DNSMOS OVRL", "mos_dnsmos_ovrl", 2), ("pitch variation", "pitch_variation", 3))
+FIGURES = {"fig3_dialect_profiles": "Fig. 3: dialect profiles of questions and answers",
+           "fig4_avd_scatter": "Fig. 4: arousal/valence/dominance of answers against questions",
+           "fig6_pitch_features": "Fig. 6: speaker-normalised pitch features per system"}
+
+
+def _facts(row: dict) -> list[tuple[str, str]]:
+    return [("system", format_value(row.get("system") or "human")),
+            ("DNSMOS OVRL", format_value(row.get("mos_dnsmos_ovrl"), 2)),
+            ("latency ms", format_value(row.get("latency_ms"), 0)),
+            ("answer transcript", format_value(row.get("reference_text")))]
+
+
+def _value(source: str, metrics, system: str, key: str, digits: int):
+    cell = metric(source, metrics, ("systems", system, key, "value"), digits)
+    reason = metrics["systems"][system][key].get("reason")
+    return replace(cell, hint=reason) if reason else cell
+
+
+def _figures(ctx: ViewContext) -> list:
+    """The eval's figure PNGs when METRICS.json lists them and they exist, else drawn afresh (the same
+    evaluation, run again in a temporary folder only for its figures)."""
+    listed = ctx.metrics.get("figures") or {}
+    paths = {name: Path(entry["path"]) for name, entry in listed.items() if entry.get("path")}
+    if not paths or not all(p.is_file() for p in paths.values()):
+        from sdscore.protocols.naturalness.evaluation import evaluate_files
+
+        with tempfile.TemporaryDirectory(prefix="sdscore-report-") as folder:
+            redrawn = evaluate_files([p for p, _ in ctx.results], Path(folder) / "metrics.json",
+                                     plot=Path(folder) / "figures")["figures"]
+            return _figure_blocks(redrawn, {n: Path(e["path"]) for n, e in redrawn.items() if e.get("path")})
+    return _figure_blocks(listed, paths)
+
+
+def _figure_blocks(listed: dict, paths: dict[str, Path]) -> list:
+    blocks: list = []
+    for name, title in FIGURES.items():
+        if name in paths:
+            blocks.append(Figure(title, png_file_uri(paths[name])))
+        elif name in listed:
+            blocks.append(Note(f"{title}: not drawn ({listed[name].get('skipped', 'no data')})."))
+    return blocks
+
+
+def build(ctx: ViewContext) -> tuple[Table, list]:
+    from sdscore.protocols.naturalness.evaluation import TABLE_COLUMNS
+
+    m, s = ctx.metrics, ctx.source
+    systems = list(m.get("systems", {}))
+    rows = [[text(name), metric(s, m, ("systems", name, "n_rows")), metric(s, m, ("systems", name, "n_errors")),
+             *(_value(s, m, name, key, digits) for _, key, digits in HEADLINE)] for name in systems]
+    headline = Table("Headline", ["system", "rows", "errors", *(label for label, _, _ in HEADLINE)], rows,
+                     "Means over each system's rows (see the definitions below); naturalness's METRICS.json has no "
+                     "bootstrap CIs. — where a value is undefined (point at it for the reason).")
+    blocks: list = []
+    table = [[text(name), metric(s, m, ("systems", name, "n_rows"))] +
+             [_value(s, m, name, key, digits) for _, key, digits in TABLE_COLUMNS] for name in systems]
+    blocks.append(Table("Table III per system", ["system", "rows", *(h for h, _, _ in TABLE_COLUMNS)], table,
+                        "Rounded as the CLI's table: MOS 2 decimals, percentages 1, ms 0. DNSMOS/P.808 stand in "
+                        "for UTMOS. Point at a — to see why the value is undefined."))
+    tests = []
+    for name, columns in (m.get("paired_tests") or {}).items():
+        for column, result in columns.items():
+            if result.get("p_value") is None:
+                continue
+            tests.append([text(name), text(column), metric(s, m, ("paired_tests", name, column, "p_value"), 4),
+                          metric(s, m, ("paired_tests", name, column, "n_pairs"))])
+    if tests:
+        blocks.append(Table(f"Paired tests against {m.get('reference_system')}",
+                            ["system", "metric", "p", "pairs"], tests,
+                            "Wilcoxon signed-rank, rows paired by question; tests without a p-value are left out."))
+    blocks += _figures(ctx)
+    definitions = m.get("definitions") or {}
+    if definitions:
+        blocks.append(Table("Definitions", ["value", "how it is computed"],
+                            [[text(k), text(v)] for k, v in definitions.items()], sortable=False))
+    frames = [frame for _, frame in ctx.results]
+    results = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+    finder = ctx.finders[0]
+    blocks.append(failed_items(finder, results, _facts))
+    if "mos_dnsmos_ovrl" in results.columns:
+        blocks += extreme_items(finder, results, pl.col("mos_dnsmos_ovrl"), "DNSMOS OVRL of the answer", _facts,
+                                ("Best rated answers (highest DNSMOS OVRL)", "Worst rated answers (lowest DNSMOS OVRL)"))
+    return headline, blocks
