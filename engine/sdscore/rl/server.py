@@ -36,13 +36,21 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import FastAPI, Request  # the `serve` extra; FastAPI resolves these annotations by name
+from fastapi import (  # the `serve` extra; FastAPI resolves these annotations by name
+    FastAPI,
+    Request,
+)
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.concurrency import run_in_threadpool
 
 from sdscore.models.episodes import Episode
 from sdscore.rl.batcher import BatcherClosedError, QueueFullError, RewardBatcher
-from sdscore.rl.episode_specs import DEFAULT_MAX_AUDIO_BYTES, EpisodeSpecError, episode_from_messages, episode_from_spec
+from sdscore.rl.episode_specs import (
+    DEFAULT_MAX_AUDIO_BYTES,
+    EpisodeSpecError,
+    episode_from_messages,
+    episode_from_spec,
+)
 
 log = logging.getLogger(__name__)
 
