@@ -227,3 +227,15 @@ def test_snapshot_reports_counts_and_latency(scorer, eps):
         snap = batcher.snapshot()
     assert snap["requests"] == 8 and snap["episodes"] == 8 and snap["queue_depth"] == 0
     assert snap["latency_ms"]["p50"] > 0 and snap["mean_batch_size"] >= 1
+
+
+def test_waits_only_for_announced_arrivals(scorer, eps):
+    spy = SlowScorer(scorer)
+    with RewardBatcher(spy, max_batch=64, max_wait_ms=10_000) as batcher:
+        assert isinstance(batcher.submit(eps[0]).result(timeout=5), float)  # a lone caller is not held back
+        with batcher.arriving():  # e.g. the server still reading the next request's body
+            first = batcher.submit(eps[1])
+            time.sleep(0.1)
+            second = batcher.submit(eps[2])
+        first.result(30), second.result(30)
+    assert spy.batches == [1, 2]  # the announced request joined the waiting batch

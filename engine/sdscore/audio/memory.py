@@ -19,7 +19,8 @@ from sdscore.errors import AudioError
 _WAV_MAGIC = (b"RIFF", b"RIFX", b"RF64")
 
 
-def decode_bytes(data: bytes, sample_rate: int = 16000, *, name: str = "<bytes>", max_seconds: float = 0.0) -> np.ndarray:
+def decode_bytes(data: bytes, sample_rate: int = 16000, *, name: str = "<bytes>",
+                 max_seconds: float = 0.0) -> np.ndarray:
     """Decode encoded audio bytes (WAV, FLAC, OGG, MP3, ...) to float32 mono at `sample_rate`.
 
     Raises AudioError('{name}: {problem}') for empty, undecodable, too long or non-finite audio.

@@ -3,9 +3,13 @@
 RL frameworks ask for rewards one sample (verl, OpenRLHF) or one small local batch (TRL) at a
 time, often from many threads or tasks at once. Scoring each call alone pays a whole window's
 fixed cost (audio loading, featurising, one forward) per episode. The batcher queues requests and
-one worker thread hands the scorer batches of them: a batch closes when it holds `max_batch`
-episodes, when the estimated tokens would pass `max_tokens`, or `max_wait_ms` after its first
-request arrived — whichever comes first. Each caller gets its own scores back through a future.
+one worker thread hands the scorer batches of them (continuous batching): whenever the model is
+free it takes what is queued, up to `max_batch` episodes or `max_tokens` estimated tokens; while
+it runs, new requests queue and form the next batch. It waits for more only for requests that
+are announced as on their way (`with batcher.arriving():` — the HTTP server announces each
+request while it reads and decodes it), and then at most `max_wait_ms` after the batch's first
+request. So a lone caller is never delayed, and a burst is batched. Each caller gets its own
+scores back through a future.
 
 - Scores equal `scorer.score` on the same episodes (the scorer's batches are padding-invariant).
 - A bad episode fails only its own request; a batch the scorer rejects as a whole is retried one
@@ -27,6 +31,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -141,6 +146,7 @@ class RewardBatcher:
         self._pending: deque[_Request] = deque()
         self._queued_episodes = 0
         self._in_flight = 0
+        self._arriving = 0  # requests announced as on their way (see `arriving`)
         self._cond = threading.Condition()
         self._closing = False
         self._worker = threading.Thread(target=self._run, name="sdscore-reward-batcher", daemon=True)
@@ -209,6 +215,19 @@ class RewardBatcher:
     async def ascore_detailed(self, episodes: Episode | Sequence[Episode]):
         return await asyncio.wrap_future(self.submit_detailed(episodes))
 
+    @contextmanager
+    def arriving(self):
+        """Announce a request that is on its way (being read or decoded): while any is announced,
+        a batch that is not full waits for them, up to `max_wait_ms` after its first request."""
+        with self._cond:
+            self._arriving += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._arriving -= 1
+                self._cond.notify_all()
+
     # ---- state --------------------------------------------------------------------------------
 
     @property
@@ -238,7 +257,8 @@ class RewardBatcher:
             self._cond.notify_all()
         for request in dropped:
             if request.future.set_running_or_notify_cancel():
-                request.future.set_exception(BatcherClosedError("the reward batcher was closed before this request ran"))
+                request.future.set_exception(BatcherClosedError("the reward batcher was closed before this "
+                                                                "request ran"))
         self._worker.join(timeout)
 
     def __enter__(self) -> RewardBatcher:
@@ -257,7 +277,7 @@ class RewardBatcher:
                     return None
                 self._cond.wait()
             deadline = self._pending[0].arrived + self.max_wait
-            while not self._closing and not self._full():
+            while not self._closing and self._arriving > 0 and not self._full():
                 left = deadline - time.perf_counter()
                 if left <= 0:
                     break
