@@ -131,12 +131,12 @@ def _serve(kind: str, port: int) -> None:
 
     if kind == "ours":
         from sdscore.rl.batcher import RewardBatcher
-        from sdscore.rl.server import create_app
+        from sdscore.rl.server import serve
 
-        app = create_app(RewardBatcher(_scorer(), max_batch=64, max_wait_ms=5))
-    else:
-        app = _peer_app()
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+        # as `sdscore serve` runs it: the model on the main thread, HTTP on another
+        serve(RewardBatcher(_scorer(), max_batch=64, max_wait_ms=5, worker="caller"), port=port, log_level="warning")
+        return
+    uvicorn.run(_peer_app(), host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
 def _free_port() -> int:

@@ -239,3 +239,22 @@ def test_waits_only_for_announced_arrivals(scorer, eps):
             second = batcher.submit(eps[2])
         first.result(30), second.result(30)
     assert spy.batches == [1, 2]  # the announced request joined the waiting batch
+
+
+def test_caller_runs_the_worker_loop(scorer, eps, reference):
+    batcher = RewardBatcher(scorer, max_batch=8, worker="caller")
+    assert batcher.owns_worker_loop
+    results = {}
+
+    def clients():
+        with ThreadPoolExecutor(8) as pool:
+            results.update(zip(range(16), pool.map(batcher.score, eps[:16])))
+        batcher.close(drain=True)  # run() below returns once the queue is drained
+
+    thread = threading.Thread(target=clients)
+    thread.start()
+    batcher.run()  # this (the main) thread scores
+    thread.join(10)
+    assert np.abs(np.array([results[i] for i in range(16)]) - reference[:16]).max() <= 1e-5
+    with pytest.raises(ValueError, match="worker must be"):
+        RewardBatcher(scorer, worker="process")

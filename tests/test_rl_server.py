@@ -270,3 +270,18 @@ def test_cli_serve_answers_then_stops_cleanly_on_sigterm():
     assert proc.returncode in (0, -signal.SIGTERM), out
     assert "Application shutdown complete" in out
     assert "bearer token from $SDSCORE_SERVE_TOKEN" in out and TOKEN not in out
+
+
+def test_cli_serve_on_a_taken_port_exits_with_a_clear_error():
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = subprocess.run([sys.executable, "-m", "sdscore.cli", "serve", "--port", str(port)],
+                              capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    out = proc.stdout + proc.stderr
+    assert f"could not start on 127.0.0.1:{port}" in out and "Traceback" not in out

@@ -24,14 +24,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         args.model = default_model_dir()
         console.print(f"no MODEL_DIR given: serving the shipped demo model {args.model}")
     scorer = RewardScorer.from_pretrained(args.model, backend=args.backend, device=args.device)
+    # the model scores on this (the main) thread and HTTP runs on another: see RewardBatcher(worker=)
     batcher = RewardBatcher(scorer, max_batch=args.max_batch, max_tokens=args.max_tokens,
-                            max_wait_ms=args.max_wait_ms, max_queue=args.max_queue)
+                            max_wait_ms=args.max_wait_ms, max_queue=args.max_queue, worker="caller")
     limits = ServerLimits(max_body_bytes=int(args.max_body_mb * 1024 * 1024), request_timeout_s=args.timeout_s,
                           allow_paths=not args.no_paths, error_reward=args.error_reward)
     auth = f"bearer token from ${args.token_env}" if token else "no token"
     console.print(f"serving {args.model} on http://{args.host}:{args.port} ({auth}; max batch {args.max_batch}, "
                   f"max wait {args.max_wait_ms:g} ms)")
-    serve(batcher, host=args.host, port=args.port, token=token, limits=limits, log_level=args.log_level)
+    if not serve(batcher, host=args.host, port=args.port, token=token, limits=limits, log_level=args.log_level):
+        console.print(f"[red]error:[/red] the server could not start on {args.host}:{args.port} (see the log above)")
+        return 2
     return 0
 
 

@@ -126,7 +126,11 @@ class RewardBatcher:
         max_wait_ms: float = 5.0,
         max_queue: int = 4096,
         token_estimator: Callable[[Episode], int] | None = None,
+        worker: str = "thread",
     ):
+        """worker "thread": a thread of its own scores; "caller": the caller runs `run()` (e.g. on the
+        main thread: on CPU, torch's OpenMP team is fastest there — measured 2.0 vs 5.8 ms per
+        single-episode call of the compact model from another thread)."""
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         if max_queue < 1:
@@ -149,8 +153,13 @@ class RewardBatcher:
         self._arriving = 0  # requests announced as on their way (see `arriving`)
         self._cond = threading.Condition()
         self._closing = False
-        self._worker = threading.Thread(target=self._run, name="sdscore-reward-batcher", daemon=True)
-        self._worker.start()
+        self._worker: threading.Thread | None = None
+        self._done = threading.Event()
+        if worker == "thread":
+            self._worker = threading.Thread(target=self.run, name="sdscore-reward-batcher", daemon=True)
+            self._worker.start()
+        elif worker != "caller":
+            raise ValueError(f"worker must be 'thread' or 'caller', got {worker!r}")
 
     # ---- submitting ---------------------------------------------------------------------------
 
@@ -242,6 +251,11 @@ class RewardBatcher:
             return self._in_flight
 
     @property
+    def owns_worker_loop(self) -> bool:
+        """True when the caller must run `run()` (worker="caller")."""
+        return self._worker is None
+
+    @property
     def closed(self) -> bool:
         return self._closing
 
@@ -259,7 +273,10 @@ class RewardBatcher:
             if request.future.set_running_or_notify_cancel():
                 request.future.set_exception(BatcherClosedError("the reward batcher was closed before this "
                                                                 "request ran"))
-        self._worker.join(timeout)
+        if self._worker is not None:
+            self._worker.join(timeout)
+        else:
+            self._done.wait(timeout)
 
     def __enter__(self) -> RewardBatcher:
         return self
@@ -304,6 +321,13 @@ class RewardBatcher:
         if episodes >= self.max_batch:
             return True
         return self.max_tokens is not None and sum(r.tokens for r in self._pending) >= self.max_tokens
+
+    def run(self) -> None:
+        """The worker loop: score batches until closed and drained (worker="caller" calls it)."""
+        try:
+            self._run()
+        finally:
+            self._done.set()
 
     def _run(self) -> None:
         while True:

@@ -29,6 +29,8 @@ import hmac
 import json
 import logging
 import os
+import signal
+import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -347,11 +349,40 @@ def _label(value: str) -> str:
 
 
 def serve(batcher: RewardBatcher, *, host: str = "127.0.0.1", port: int = 8000, token: str | None = None,
-          limits: ServerLimits = ServerLimits(), log_level: str = "info") -> None:
-    """Run the server until SIGINT/SIGTERM; in-flight requests finish and the batcher drains."""
+          limits: ServerLimits = ServerLimits(), log_level: str = "info") -> bool:
+    """Run the server until SIGINT/SIGTERM; in-flight requests finish and the batcher drains.
+
+    With a batcher made with worker="caller", HTTP runs on a thread and the batcher scores on this
+    (the main) thread, where torch's CPU thread team is fastest. Returns False when the server
+    could not start (e.g. the port is taken; uvicorn has logged why)."""
     import uvicorn
 
     app = create_app(batcher, token=token, limits=limits)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=None,
                             limit_concurrency=None, access_log=False)
-    uvicorn.Server(config).run()
+    server = uvicorn.Server(config)
+    if not batcher.owns_worker_loop:
+        server.run()
+        return server.started
+
+    def http() -> None:
+        try:
+            server.run()
+        finally:
+            batcher.close(drain=True)  # ends batcher.run() below (the lifespan normally did already)
+
+    def stop(signum, frame) -> None:
+        server.force_exit = server.should_exit  # a second signal stops without waiting
+        server.should_exit = True
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    thread = threading.Thread(target=http, name="sdscore-http")
+    thread.start()
+    try:
+        batcher.run()
+    finally:
+        server.should_exit = True
+        thread.join()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return server.started
