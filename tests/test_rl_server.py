@@ -285,3 +285,11 @@ def test_cli_serve_on_a_taken_port_exits_with_a_clear_error():
     assert proc.returncode == 2, proc.stdout + proc.stderr
     out = proc.stdout + proc.stderr
     assert f"could not start on 127.0.0.1:{port}" in out and "Traceback" not in out
+
+
+def test_cli_serve_refuses_a_bad_port():
+    from sdscore.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", "--port", "99999"])
+    assert exit_info.value.code == 2

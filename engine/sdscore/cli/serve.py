@@ -38,11 +38,21 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        port = -1
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a TCP port in 1..65535, got {value!r}")
+    return port
+
+
 def add_serve_parser(sub) -> None:
     serve = sub.add_parser("serve", help="serve a reward model over HTTP (micro-batched; /score, /get_reward)")
     serve.add_argument("model", nargs="?", type=Path, help="reward-model folder (default: the shipped demo model)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--port", type=_port, default=8000, help="TCP port (default 8000)")
     serve.add_argument("--max-batch", type=int, default=64, help="episodes per batch at most (default 64)")
     serve.add_argument("--max-wait-ms", type=float, default=5.0,
                        help="how long a batch waits for more requests after its first (default 5)")
