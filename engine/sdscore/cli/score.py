@@ -78,7 +78,13 @@ def add_score_parser(sub) -> None:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    metrics = protocol(args.protocol).evaluate_files(args.results, args.out, plot=args.plot, seed=args.seed)
+    options = {}
+    if args.judge is not None or args.pool_judges:
+        if args.protocol != "arena":
+            raise ValueError("--judge and --pool-judges choose among an arena manifest's judges (eval arena only)")
+        options = {"judge": args.judge, "pool_judges": args.pool_judges}
+    metrics = protocol(args.protocol).evaluate_files(args.results, args.out, plot=args.plot, seed=args.seed,
+                                                     **options)
     table = protocol(args.protocol).format_table(metrics)
     if table:
         console.print(table, markup=False, highlight=False, soft_wrap=True)
@@ -99,6 +105,9 @@ def add_eval_parser(sub) -> None:
     ev.add_argument("--plot", type=Path, help="; ".join(f"{e.name}: {e.plot_help}" for e in PROTOCOLS.values()
                                                       if e.plot_help))
     ev.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    ev.add_argument("--judge", metavar="NAME", help="arena: the judge whose battles give the headline ratings "
+                                                   "(default: the only one, else human)")
+    ev.add_argument("--pool-judges", action="store_true", help="arena: rate all judges' battles together")
     ev.add_argument("--report", type=Path, metavar="HTML",
                     help="also write the evaluation as a self-contained HTML report (see `sdscore report`)")
     add_audio_options(ev)

@@ -2,7 +2,8 @@
 
 Battles need no scoring pass: the manifest already holds each verdict, so `evaluate_arena`
 turns it into online Elo (overall and per domain), Bradley–Terry ratings with bootstrap 95 % CIs,
-the pairwise win-rate matrix, position bias and length bias.
+the pairwise win-rate matrix, position bias and length bias — per judge, never pooled silently —
+and the judges' agreement with human verdicts and with themselves (S2S-Arena Table 6).
 """
 
 from __future__ import annotations
@@ -13,6 +14,12 @@ import polars as pl
 
 from sdscore.atomic_write import write_json
 from sdscore.corpus import read_manifest
+from sdscore.metrics.battle_agreement import (
+    inter_annotator_agreement,
+    judge_human_agreement,
+    repeat_consistency,
+    swap_consistency,
+)
 from sdscore.metrics.ratings import (
     bootstrap_bradley_terry,
     length_bias,
@@ -22,9 +29,12 @@ from sdscore.metrics.ratings import (
     position_bias,
 )
 
+HUMAN = "human"
+UNKNOWN_JUDGE = "unknown"
 
-def evaluate_arena(battles: pl.DataFrame, *, n_boot: int = 1000, seed: int = 0, l2: float = 0.0) -> dict:
-    """All arena statistics of a battles frame (BATTLES schema) as one JSON-ready dict."""
+
+def _ratings(battles: pl.DataFrame, *, n_boot: int, seed: int, l2: float) -> dict:
+    """Ratings and biases of one set of battles (one judge's, or pooled when asked)."""
     bt = bootstrap_bradley_terry(battles, n_boot=n_boot, seed=seed, l2=l2)
     has = lambda column: column in battles.columns and battles[column].null_count() < battles.height  # noqa: E731
     result = {
@@ -50,6 +60,48 @@ def evaluate_arena(battles: pl.DataFrame, *, n_boot: int = 1000, seed: int = 0, 
     return result
 
 
+def evaluate_arena(battles: pl.DataFrame, *, n_boot: int = 1000, seed: int = 0, l2: float = 0.0,
+                   judge: str | None = None, pool_judges: bool = False) -> dict:
+    """All arena statistics of a battles frame (BATTLES schema) as one JSON-ready dict.
+
+    Battles judged by different judges (the `judge` column: "human" or a model's name; null counts
+    as "unknown") are never pooled silently. The top-level ratings are those of `judge` (default:
+    the only judge, else "human"); `by_judge` holds every judge's own ratings, `judge_agreement`
+    each judge against the human verdicts (accuracy and Cohen's κ, with and without ties) and its
+    self-consistency (repeated battles, swapped positions), `inter_annotator` the agreement among
+    several human verdicts on one battle. `pool_judges=True` rates all battles together instead.
+    """
+    judged = battles.with_columns(pl.col("judge").fill_null(UNKNOWN_JUDGE)) if "judge" in battles.columns \
+        else battles.with_columns(pl.lit(UNKNOWN_JUDGE).alias("judge"))
+    judges = sorted(judged["judge"].unique().to_list())
+    if pool_judges:
+        chosen = None
+    elif judge is not None:
+        if judge not in judges:
+            raise ValueError(f"no battles judged by {judge!r}; the battles' judges are {', '.join(judges)}")
+        chosen = judge
+    elif len(judges) == 1:
+        chosen = judges[0]
+    elif HUMAN in judges:
+        chosen = HUMAN
+    else:
+        raise ValueError(f"the battles come from {len(judges)} judges ({', '.join(judges)}); ratings are per "
+                         f"judge: name one (--judge NAME) or pool them on purpose (--pool-judges)")
+    top = judged if chosen is None else judged.filter(pl.col("judge") == chosen)
+    result = {"judge": "pooled" if chosen is None else chosen, "judges": judges,
+              **_ratings(top, n_boot=n_boot, seed=seed, l2=l2)}
+    if len(judges) > 1:
+        result["by_judge"] = {name: _ratings(judged.filter(pl.col("judge") == name), n_boot=n_boot, seed=seed, l2=l2)
+                              for name in judges}
+    if "prompt_id" in judged.columns:
+        result["judge_agreement"] = {
+            name: {"vs_human": judge_human_agreement(judged, name) if HUMAN in judges and name != HUMAN else None,
+                   "repeated": repeat_consistency(judged, name), "swapped": swap_consistency(judged, name)}
+            for name in judges}
+        result["inter_annotator"] = inter_annotator_agreement(judged) if HUMAN in judges else None
+    return result
+
+
 def run_eval(battles_path: str | os.PathLike, out_json: str | os.PathLike, **options) -> dict:
     """Read a battles manifest, evaluate it and write METRICS.json atomically."""
     metrics = evaluate_arena(read_manifest(battles_path, "arena"), **options)
@@ -57,8 +109,9 @@ def run_eval(battles_path: str | os.PathLike, out_json: str | os.PathLike, **opt
     return metrics
 
 
-def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, seed: int = 0) -> dict:
-    """`sdscore eval arena` (the registry's uniform signature; arena draws no plot)."""
+def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, seed: int = 0,
+                   judge: str | None = None, pool_judges: bool = False) -> dict:
+    """`sdscore eval arena` (the registry's uniform signature plus the judge choice; no plot)."""
     if plot is not None:
         raise ValueError("eval arena draws no plot; leave out --plot")
-    return run_eval(results[0], out_json, seed=seed)
+    return run_eval(results[0], out_json, seed=seed, judge=judge, pool_judges=pool_judges)

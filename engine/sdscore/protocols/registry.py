@@ -43,10 +43,12 @@ class ProtocolEntry:
             raise ValueError(f"protocol {self.name!r} has no scoring pass (its manifest is evaluated as it is)")
         return self._attr("", "scoring_job")(**settings)
 
-    def evaluate_files(self, results: list[Path], out_json: str | os.PathLike, *, plot=None, seed: int = 0) -> dict:
+    def evaluate_files(self, results: list[Path], out_json: str | os.PathLike, *, plot=None, seed: int = 0,
+                       **options: Any) -> dict:
+        """options: the protocol's own evaluation choices (arena: judge, pool_judges)."""
         if not self.many_results and len(results) > 1:
             raise ValueError(f"eval {self.name} takes one results file, got {len(results)}")
-        return self._attr("", "evaluate_files")(results, out_json, plot=plot, seed=seed)
+        return self._attr("", "evaluate_files")(results, out_json, plot=plot, seed=seed, **options)
 
     def format_table(self, metrics: dict) -> str | None:
         """The paper's table of `metrics` as plain text, when the package provides `format_table`."""

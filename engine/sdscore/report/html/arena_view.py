@@ -83,6 +83,18 @@ def build(ctx: ViewContext) -> tuple[Table, list]:
     for key, title in (("position_bias", "Position bias"), ("length_bias", "Length bias")):
         if m.get(key):
             blocks.append(Table(title, ["statistic", "value"], leaf_rows(s, m, (key,))))
+    agreement = m.get("judge_agreement") or {}
+    if len(agreement) > 1 or any((v or {}).get("vs_human") for v in agreement.values()):
+        columns = [("vs_human", "accuracy"), ("vs_human", "kappa"), ("vs_human", "accuracy_without_ties"),
+                   ("vs_human", "kappa_without_ties"), ("repeated", "consistency"), ("swapped", "consistency")]
+        rows = [[text(name), *(metric(s, m, ("judge_agreement", name, *c), 3) if (v.get(c[0]) or {}) else text("—")
+                               for c in columns)] for name, v in agreement.items()]
+        blocks.append(Table("Judges (S2S-Arena Table 6)", ["judge", "agreement with humans", "κ", "agreement, no ties",
+                                                           "κ, no ties", "self-consistency (repeats)",
+                                                           "self-consistency (swapped)"], rows,
+                            f"Headline ratings are the {m.get('judge', '?')} judge's; every judge's own ratings "
+                            "are under by_judge in METRICS.json. Agreement is over battles both judged (same "
+                            "prompt, same positions)."))
     blocks.append(_upsets(ctx))
     return headline, blocks
 
