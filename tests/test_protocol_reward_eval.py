@@ -54,3 +54,22 @@ def test_cli_eval_reward_names_a_missing_results_file(tmp_path, capsys):
     code = main(["eval", "reward", str(tmp_path / "nope.parquet"), "--out", str(tmp_path / "m.json")])
     assert code == 2
     assert "nope.parquet" in capsys.readouterr().err
+
+
+def test_accuracy_per_category_and_source_by_hand():
+    from sdscore.protocols.reward.evaluation import evaluate_reward
+
+    results = pl.DataFrame({
+        "pair_id": [f"p{i}" for i in range(6)], "criterion": ["modality"] * 6, "subset": ["wild"] * 6,
+        "category": ["emotion", "emotion", "age", "age", None, "age"],
+        "source": ["ravdess", "ravdess", "ravdess", "cremad", "cremad", "cremad"],
+        "chosen_reward": [1.0, 0.0, 2.0, 1.0, 0.5, None], "rejected_reward": [0.0, 1.0, 1.0, 0.0, 0.0, None],
+        "error": [None, None, None, None, None, "turn 1: no such file"],
+    })
+    metrics = evaluate_reward(results)
+    assert metrics["by_category"] == {"emotion": {"n": 2, "n_errors": 0, "accuracy": 0.5},
+                                      "age": {"n": 3, "n_errors": 1, "accuracy": 1.0},
+                                      "(none)": {"n": 1, "n_errors": 0, "accuracy": 1.0}}
+    assert metrics["by_source"] == {"ravdess": {"n": 3, "n_errors": 0, "accuracy": 2 / 3},
+                                    "cremad": {"n": 3, "n_errors": 1, "accuracy": 1.0}}
+    assert evaluate_reward(results.drop("source"))["by_source"] is None

@@ -139,8 +139,8 @@ def test_missing_columns_and_bad_group_column(tmp_path):
     results = mixed_results()
     with pytest.raises(ValueError, match=r"results frame lacks column\(s\) \['rejected_reward'\]"):
         plot_reward_distributions(results.drop("rejected_reward"), tmp_path / "r.png")
-    with pytest.raises(ValueError, match=r"results frame lacks column\(s\) \['source'\]"):
-        reward_distribution_stats(results, by="source")
+    with pytest.raises(ValueError, match=r"results frame lacks column\(s\) \['speaker'\]"):
+        reward_distribution_stats(results, by="speaker")
     with pytest.raises(ValueError, match=r"cannot group rewards by column 'side'"):
         reward_distribution_stats(results.with_columns(side=pl.col("subset")), by="side")
     with pytest.raises(ValueError, match=r"cannot group rewards by column 'turns' of type List"):

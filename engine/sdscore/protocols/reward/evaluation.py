@@ -14,15 +14,33 @@ from sdscore.metrics.preference import correct_column, margin_buckets, reward_su
 
 #: The results columns evaluation reads, typed (criterion and subset, both optional, are checked by reward_summary).
 RESULT_COLUMNS = {"chosen_reward": pl.Float64, "rejected_reward": pl.Float64, "margin": pl.Float64,
-                  "correct": pl.Boolean, "error": pl.String}
+                  "correct": pl.Boolean, "error": pl.String, "category": pl.String, "source": pl.String}
 
 #: |chosen − rejected| bucket edges for the confidence analysis (rewards are centred near 0).
 MARGIN_EDGES = (0.0, 0.25, 0.5, 1.0, 2.0, float("inf"))
 
 
+def accuracy_by(results: pl.DataFrame, column: str) -> dict | None:
+    """{value: {n, n_errors, accuracy}} per value of `column` (null: "(none)"); None without the column."""
+    if column not in results.columns or results[column].null_count() == results.height:
+        return None
+    failed = error_mask(results)
+    groups = {}
+    values = results[column].cast(pl.String).fill_null("(none)")
+    for name in values.unique(maintain_order=True).to_list():
+        mask = (values == name).to_numpy()
+        scored = results.filter(pl.Series(mask & ~failed))
+        groups[name] = {"n": int(mask.sum()), "n_errors": int((mask & failed).sum()),
+                        "accuracy": float(correct_column(scored).mean()) if scored.height else None}
+    return groups
+
+
 def evaluate_reward(results: pl.DataFrame) -> dict:
-    """Table 2 metrics plus accuracy per |reward gap| bucket."""
+    """Table 2 metrics, accuracy per category and per source (SDiaReward's per-category analysis)
+    and per |reward gap| bucket."""
     metrics = reward_summary(results)
+    metrics["by_category"] = accuracy_by(results, "category")
+    metrics["by_source"] = accuracy_by(results, "source")
     scored = results.filter(pl.Series(~error_mask(results)))
     if scored.height and {"chosen_reward", "rejected_reward"} <= set(scored.columns):
         gap = np.abs(scored["chosen_reward"].to_numpy() - scored["rejected_reward"].to_numpy())

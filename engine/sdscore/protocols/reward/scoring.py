@@ -1,6 +1,6 @@
 """reward scoring: preference pairs → rewards of both episodes, as one results row per pair.
 
-Results hold one row per pair: pair_id, criterion, subset, category, chosen_reward,
+Results hold one row per pair: pair_id, criterion, subset, category, source, chosen_reward,
 rejected_reward, margin (= chosen − rejected), correct, error, warning (e.g. a clip the model cut to
 its window; the pair is scored), and optionally the pooled states
 chosen_pooled / rejected_pooled (so a new head can be fitted without re-running the backbone).
@@ -27,6 +27,7 @@ RESULT_SCHEMA = pl.Schema(
         "criterion": pl.String,
         "subset": pl.String,
         "category": pl.String,
+        "source": pl.String,
         "chosen_reward": pl.Float64,
         "rejected_reward": pl.Float64,
         "margin": pl.Float64,
@@ -53,6 +54,7 @@ def _results_frame(pairs: pl.DataFrame, chosen: np.ndarray, rejected: np.ndarray
             "criterion": pairs["criterion"],
             "subset": pl.Series(subset, dtype=pl.String),
             "category": pairs["category"],
+            "source": pairs["source"],
             "chosen_reward": pl.Series(chosen, dtype=pl.Float64).fill_nan(None),
             "rejected_reward": pl.Series(rejected, dtype=pl.Float64).fill_nan(None),
             "margin": pl.Series(chosen - rejected, dtype=pl.Float64).fill_nan(None),

@@ -40,6 +40,12 @@ def build(ctx: ViewContext) -> tuple[Table, list]:
                for name in m.get("subsets", {})]
     blocks.append(Table("Accuracy per subset (Table 2)", ["subset", "criterion", "pairs", "errors", "accuracy"],
                         subsets))
+    for key, label in (("by_category", "category"), ("by_source", "source")):
+        groups = m.get(key) or {}
+        if groups:
+            blocks.append(Table(f"Accuracy per {label}", [label, "pairs", "errors", "accuracy"],
+                                [[text(name), metric(s, m, (key, name, "n")), metric(s, m, (key, name, "n_errors")),
+                                  metric(s, m, (key, name, "accuracy"))] for name in groups]))
     buckets = []
     for i, bucket in enumerate(m.get("margin_buckets") or []):
         upper = "∞" if bucket["upper"] is None else format_value(bucket["upper"], 2)
