@@ -1,4 +1,4 @@
-"""`sdscore corpus stratify|select-dialogues`: build benchmark manifests from a corpus."""
+"""`sdscore corpus stratify|select-dialogues|sample-check`: build benchmark manifests from a corpus."""
 
 from __future__ import annotations
 
@@ -53,6 +53,23 @@ def _cmd_select_dialogues(args: argparse.Namespace) -> int:
     return 1 if summary["skipped"] else 0
 
 
+def _cmd_sample_check(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from sdscore.protocols.reward.human_check import run_sample_check
+
+    rows = run_sample_check(args.results, args.out, per_bucket=args.per_bucket, wrong=args.wrong, seed=args.seed)
+    table = Table(title="human-check sample (SDiaReward Table 3 buckets)")
+    for column in ("bucket", "pairs", "mean margin"):
+        table.add_column(column, justify="left" if column == "bucket" else "right")
+    for row in rows:
+        margin = "-" if row["mean_margin"] is None else f"{row['mean_margin']:.2f}"
+        table.add_row(row["bucket"], str(row["count"]), margin)
+    console.print(table)
+    console.print(f"{sum(r['count'] for r in rows)} pairs → [bold]{args.out}[/bold] (fill in human_agrees)")
+    return 0
+
+
 def add_corpus_parser(sub) -> None:
     """`sdscore corpus stratify MANIFEST --out BENCH.parquet [...]`, `sdscore corpus select-dialogues SEGMENTS --out DIR`."""
     corpus = sub.add_parser("corpus", help="build benchmark manifests from a corpus")
@@ -82,3 +99,12 @@ def add_corpus_parser(sub) -> None:
     select.add_argument("--strict", action="store_true", help="stop at the first bad row instead of skipping "
                         "its conversation")
     select.set_defaults(func=_cmd_select_dialogues)
+
+    check = tools.add_parser("sample-check", help="reward pairs for a human check: model-wrong, high- and "
+                             "low-confidence, random buckets (SDiaReward Table 3)")
+    check.add_argument("results", type=Path, help="reward results (sdscore score reward)")
+    check.add_argument("--out", required=True, type=Path, help="the sample (Parquet or JSONL)")
+    check.add_argument("--per-bucket", type=int, default=20, help="pairs in high, low and random (default 20)")
+    check.add_argument("--wrong", type=int, default=15, help="mis-ranked pairs (default 15)")
+    check.add_argument("--seed", type=int, default=0)
+    check.set_defaults(func=_cmd_sample_check)
