@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from sdscore.corpus.schemas import BATTLES
 from sdscore.metrics.battle_agreement import (
-    cohen_kappa,
+    _kappa,
     inter_annotator_agreement,
     judge_human_agreement,
     repeat_consistency,
@@ -65,7 +65,7 @@ def test_self_consistency_and_inter_annotator_by_hand():
     flipped = _battles(ROWS[:-3] + [("p3", "y", "z", "model_a", "gpt"), ("p3", "z", "y", "model_a", "gpt")])
     assert swap_consistency(flipped, "gpt")["consistency"] == 0.0  # position A won both times
     assert inter_annotator_agreement(battles) == {"n_battles": 1, "n_pairs": 1, "agreement": 1.0}
-    assert cohen_kappa([], []) is None and cohen_kappa(["a", "a"], ["a", "a"]) is None
+    assert _kappa([], []) is None and _kappa(["tie", "tie"], ["tie", "tie"]) is None
 
 
 def test_ratings_are_per_judge_never_pooled_silently():
@@ -89,9 +89,8 @@ def test_ratings_are_per_judge_never_pooled_silently():
 
 
 def test_eval_arena_cli_judge_options(tmp_path):
-    from sdscore.cli import main
-
     import numpy as np
+    from sdscore.cli import main
     from sdscore.synth.battles import build_battles
 
     human, _ = build_battles(np.random.default_rng(0), 150)

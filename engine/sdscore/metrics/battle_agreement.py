@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from sdscore.metrics._inputs import check_columns
+from sdscore.metrics.agreement import cohen_kappa
 
 KEY = ("prompt_id", "model_a", "model_b")
 
@@ -41,19 +42,15 @@ def _by_key(battles: pl.DataFrame, judge: str) -> dict[tuple, list[str]]:
     return groups
 
 
-def cohen_kappa(first: list[str], second: list[str]) -> float | None:
-    """Cohen's κ of two label sequences (None when undefined: no pairs, or one label only)."""
+VERDICTS = ("model_a", "model_b", "tie")
+
+
+def _kappa(first: list[str], second: list[str]) -> float | None:
+    """Cohen's κ over verdict pairs (metrics.agreement's); None when undefined (no pairs, one label)."""
     if not first:
         return None
-    labels = sorted(set(first) | set(second))
-    index = {label: i for i, label in enumerate(labels)}
-    table = np.zeros((len(labels), len(labels)))
-    for x, y in zip(first, second):
-        table[index[x], index[y]] += 1
-    n = table.sum()
-    observed = np.trace(table) / n
-    expected = float((table.sum(axis=1) @ table.sum(axis=0)) / n**2)
-    return None if expected == 1.0 else float((observed - expected) / (1.0 - expected))
+    value = cohen_kappa(first, second, VERDICTS)
+    return None if np.isnan(value) else value
 
 
 def judge_human_agreement(battles: pl.DataFrame, judge: str, human: str = "human") -> dict:
@@ -65,10 +62,10 @@ def judge_human_agreement(battles: pl.DataFrame, judge: str, human: str = "human
         "n_battles": len(judged.keys() & humans.keys()),
         "n_pairs": len(pairs),
         "accuracy": float(np.mean([j == h for j, h in pairs])) if pairs else None,
-        "kappa": cohen_kappa([j for j, _ in pairs], [h for _, h in pairs]),
+        "kappa": _kappa([j for j, _ in pairs], [h for _, h in pairs]),
         "n_decisive_pairs": len(decisive),
         "accuracy_without_ties": float(np.mean([j == h for j, h in decisive])) if decisive else None,
-        "kappa_without_ties": cohen_kappa([j for j, _ in decisive], [h for _, h in decisive]),
+        "kappa_without_ties": _kappa([j for j, _ in decisive], [h for _, h in decisive]),
     }
 
 
