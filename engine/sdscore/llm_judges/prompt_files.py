@@ -20,9 +20,17 @@ _HEADER = re.compile(r"^\[([a-z_]+)\][ \t]*$", re.MULTILINE)
 Part = str | AudioClip
 
 
-def parse_sections(text: str, source: str) -> dict[str, str]:
-    """{section name: its text, stripped} of a prompt file's text (ValueError naming the source)."""
-    headers = list(_HEADER.finditer(text))
+def section_headers(names: Sequence[str] | None = None) -> re.Pattern:
+    """The header-line pattern: any ``[name]``, or only the given names (other brackets are text)."""
+    if names is None:
+        return _HEADER
+    return re.compile(r"^\[(" + "|".join(re.escape(n) for n in names) + r")\][ \t]*$", re.MULTILINE)
+
+
+def parse_sections(text: str, source: str, names: Sequence[str] | None = None) -> dict[str, str]:
+    """{section name: its text, stripped} of a prompt file's text (ValueError naming the source);
+    `names`: only these headers open sections."""
+    headers = list(section_headers(names).finditer(text))
     if not headers:
         raise ValueError(f"{source}: no [section] headers (a prompt file starts with e.g. [system])")
     if text[: headers[0].start()].strip():

@@ -86,10 +86,7 @@ def episode_from_spec(spec: Any, sample_rate: int, where: str = "episode", **aud
         return spec
     if not isinstance(spec, Mapping):
         raise EpisodeSpecError(f"{where}: expected an object with 'turns', got {type(spec).__name__}")
-    unknown = set(spec) - {"turns", "criterion", "id"}
-    if unknown:
-        raise EpisodeSpecError(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))} "
-                               f"(expected turns, criterion, id)")
+    _known_fields(spec, ("turns", "criterion", "id"), where)
     turns = spec.get("turns")
     if not isinstance(turns, Sequence) or isinstance(turns, (str, bytes)) or not turns:
         raise EpisodeSpecError(f"{where}.turns: expected a non-empty list of turns")
@@ -100,10 +97,7 @@ def episode_from_spec(spec: Any, sample_rate: int, where: str = "episode", **aud
 def _turn(spec: Any, sample_rate: int, where: str, audio_options: dict) -> Turn:
     if not isinstance(spec, Mapping):
         raise EpisodeSpecError(f"{where}: expected an object with role, text and/or audio, got {type(spec).__name__}")
-    unknown = set(spec) - {"role", "text", "audio"}
-    if unknown:
-        raise EpisodeSpecError(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))} "
-                               f"(expected role, text, audio)")
+    _known_fields(spec, ("role", "text", "audio"), where)
     text = spec.get("text")
     if text is not None and not isinstance(text, str):
         raise EpisodeSpecError(f"{where}.text: expected a string, got {type(text).__name__}")
@@ -114,6 +108,13 @@ def _turn(spec: Any, sample_rate: int, where: str, audio_options: dict) -> Turn:
         return Turn(spec.get("role"), text, audio)
     except ValueError as exc:
         raise EpisodeSpecError(f"{where}: {exc}") from None
+
+
+def _known_fields(spec: Mapping, known: tuple[str, ...], where: str) -> None:
+    unknown = set(spec) - set(known)
+    if unknown:
+        raise EpisodeSpecError(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))} "
+                               f"(expected {', '.join(known)})")
 
 
 def _criterion(value: Any, where: str) -> str | None:

@@ -7,24 +7,17 @@ The LALM judge's endpoint options keep the names of `sdscore score judge` (--bas
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS, MAX_AUDIO_SECONDS_HELP
-from sdscore.llm_judges.audio_request import DEFAULT_AUDIO_RATE, DEFAULT_MAX_REQUEST_BYTES
+from sdscore.llm_judges.audio_request import (
+    DEFAULT_AUDIO_RATE,
+    DEFAULT_MAX_REQUEST_BYTES,
+)
+from sdscore.llm_judges.cli_types import positive_seconds
 from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S
 from sdscore.protocols.consistency.lalm_judge import LALM_TASKS, PERMUTATIONS
 from sdscore.protocols.consistency.protocol import METHODS
-
-
-def _seconds(value: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {value!r}")
-    return seconds
 
 
 def add_score_options(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +46,7 @@ def add_score_options(parser: argparse.ArgumentParser) -> None:
     lalm.add_argument("--seed", type=int, default=0, help="seed of the option orders")
     lalm.add_argument("--prompt-file", type=Path, help="your own prompt for the --task asked (see the README)")
     lalm.add_argument("--concurrency", type=int, default=8, help="requests in flight per worker")
-    lalm.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+    lalm.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                       help=f"deadline per HTTP attempt, from sending to the whole reply (default {DEFAULT_TIMEOUT_S:g})")
     lalm.add_argument("--audio-rate", type=int, default=DEFAULT_AUDIO_RATE, help="Hz the clips are sent at")
     lalm.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES,

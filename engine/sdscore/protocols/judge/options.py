@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS, MAX_AUDIO_SECONDS_HELP
+from sdscore.llm_judges.cli_types import positive_seconds
 from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S
-
-
-def _seconds(value: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {value!r}")
-    return seconds
 
 
 def add_score_options(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +21,7 @@ def add_score_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instruction-source", choices=["text", "asr"], default="text")
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight per worker")
     parser.add_argument("--cache-dir", type=Path, help="blueprint and reply caches")
-    parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+    parser.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                         help=f"LLM judge: deadline per HTTP attempt, from sending to the whole reply; one "
                              f"past it is retried with backoff (default {DEFAULT_TIMEOUT_S:g})")
     parser.add_argument("--max-audio-seconds", type=float, default=DEFAULT_MAX_AUDIO_SECONDS,

@@ -24,6 +24,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from sdscore.llm_judges.prompt_files import parse_sections, section_headers
+
 PROMPT_MODES = ("blueprint", "transcript", "audio")
 #: slots a template of each mode must contain
 REQUIRED_SLOTS = {
@@ -49,7 +51,8 @@ SLOT_ALIASES = {
 }
 _ALL_SLOTS = sorted({s for slots in MODE_SLOTS.values() for s in slots} | set(SLOT_ALIASES), key=len, reverse=True)
 _SLOT = re.compile(r"\{(" + "|".join(re.escape(s) for s in _ALL_SLOTS) + r")\}")
-_SECTION = re.compile(r"^\[(system|user)\][ \t]*$", re.MULTILINE)
+_SECTION_NAMES = ("system", "user")
+_SECTION = section_headers(_SECTION_NAMES)
 #: what an empty slot says (an item without instruction audio, say)
 NOT_AVAILABLE = "(not available)"
 
@@ -59,19 +62,10 @@ def _bundled(name: str) -> str:
 
 
 def _sections(text: str, source: str) -> tuple[str | None, str]:
-    """(system or None, user) from a prompt file's text."""
-    headers = list(_SECTION.finditer(text))
-    if not headers:
+    """(system or None, user) from a prompt file's text; without headers the whole text is the user part."""
+    if not _SECTION.search(text):
         return None, text.strip()
-    if text[: headers[0].start()].strip():
-        raise ValueError(f"{source}: text before the first [system]/[user] header")
-    parts: dict[str, str] = {}
-    for i, header in enumerate(headers):
-        end = headers[i + 1].start() if i + 1 < len(headers) else len(text)
-        name = header.group(1)
-        if name in parts:
-            raise ValueError(f"{source}: section [{name}] appears twice")
-        parts[name] = text[header.end() : end].strip()
+    parts = parse_sections(text, source, _SECTION_NAMES)
     if "user" not in parts:
         raise ValueError(f"{source}: no [user] section")
     return parts.get("system"), parts["user"]
