@@ -272,3 +272,26 @@ def test_correctness_must_be_boolean():
         paired_bootstrap_ci({"a": [0.5, 1.0]})
     with pytest.raises(ValueError, match="correct_a must hold booleans"):
         mcnemar_p(["yes"], [True])
+
+
+def test_bootstrap_kappa_ci_equals_a_loop_over_sklearn():
+    from sklearn.metrics import cohen_kappa_score
+    from sdscore.metrics.agreement import bootstrap_kappa_ci
+
+    rng = np.random.default_rng(5)
+    labels = ["1", "2", "both_good", "both_bad"]
+    truth = rng.choice(labels, 80)
+    pred = np.where(rng.random(80) < 0.6, truth, rng.choice(labels, 80))
+    lower, upper = bootstrap_kappa_ci(truth, pred, n_boot=300, seed=7)
+    draw = np.random.default_rng(7)
+    kappas = []
+    for _ in range(300):
+        index = draw.integers(0, 80, size=80)
+        a, b = truth[index], pred[index]
+        if len(set(a) | set(b)) > 1:
+            kappas.append(cohen_kappa_score(a, b, labels=labels))
+    want = np.quantile(kappas, [0.025, 0.975])
+    assert (lower, upper) == pytest.approx(tuple(want), abs=1e-12)
+    point = cohen_kappa_score(truth, pred)
+    assert lower < point < upper
+    assert bootstrap_kappa_ci(["1"] * 5, ["1"] * 5, n_boot=50) == (None, None)  # κ undefined in every resample

@@ -159,6 +159,39 @@ def cohen_kappa(y_a, y_b, labels: Sequence[str] = JUDGE_LABELS) -> float:
     return float((observed - expected) / (1.0 - expected))
 
 
+def bootstrap_kappa_ci(y_a, y_b, labels: Sequence[str] = JUDGE_LABELS, n_boot: int = 10_000, seed: int = 0,
+                       level: float = 0.95) -> tuple[float | None, float | None]:
+    """Percentile CI of Cohen's κ over ``n_boot`` resamples of the items (numpy Generator seeded
+    with ``seed``, n indices with replacement per resample, as `paired_bootstrap_ci` draws them).
+    Resamples where κ is undefined (one label only) are left out; (None, None) if all are."""
+    _check_bootstrap_args(n_boot, level)
+    y_a, y_b = _label_pair(y_a, y_b, labels, ("y_a", "y_b"))
+    n, k = y_a.size, len(labels)
+    if n == 0:
+        raise ValueError("no items given; kappa is undefined")
+    position = {label: i for i, label in enumerate(labels)}
+    codes = np.fromiter((position[a] * k + position[b] for a, b in zip(y_a, y_b)), dtype=np.int64, count=n)
+    rng = np.random.default_rng(seed)
+    kappas = np.empty(n_boot)
+    chunk = max(1, _BOOTSTRAP_CELLS // n)
+    for start in range(0, n_boot, chunk):
+        stop = min(start + chunk, n_boot)
+        index = rng.integers(0, n, size=(stop - start, n))
+        offsets = np.arange(stop - start)[:, None] * (k * k)
+        tables = np.bincount((codes[index] + offsets).ravel(), minlength=(stop - start) * k * k)
+        tables = tables.reshape(stop - start, k, k).astype(np.float64) / n
+        observed = np.trace(tables, axis1=1, axis2=2)
+        expected = np.einsum("bi,bi->b", tables.sum(axis=2), tables.sum(axis=1))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            kappas[start:stop] = np.where(expected < 1.0, (observed - expected) / (1.0 - expected), np.nan)
+    kappas = kappas[np.isfinite(kappas)]
+    if kappas.size == 0:
+        return None, None
+    alpha = 1.0 - level
+    lower, upper = np.quantile(kappas, [alpha / 2, 1 - alpha / 2])
+    return float(lower), float(upper)
+
+
 def winner_on_bad(y_true, y_pred) -> float:
     """P3: P(Ŷ ∈ {1, 2} | Y = both_bad) — fabricated winners on unacceptable pairs (lower is better)."""
     y_true, y_pred = _label_pair(y_true, y_pred, JUDGE_LABELS)

@@ -22,6 +22,7 @@ from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
 from sdscore.errors import JudgeError
 from sdscore.metrics.agreement import (
+    bootstrap_kappa_ci,
     cohen_kappa,
     confusion_matrix,
     mcnemar_p,
@@ -206,9 +207,11 @@ def _nan_to_none(value: float) -> float | None:
     return None if np.isnan(value) else float(value)
 
 
-def _judge_metrics(frame: pl.DataFrame, labels: Mapping[str, np.ndarray], rule: str) -> dict[str, Any]:
+def _judge_metrics(frame: pl.DataFrame, labels: Mapping[str, np.ndarray], rule: str, n_boot: int,
+                   seed: int) -> dict[str, Any]:
     accuracy: dict[str, float | None] = dict.fromkeys(LABEL_COLUMNS)
     kappa: dict[str, float | None] = dict.fromkeys(LABEL_COLUMNS)
+    kappa_ci: dict[str, list | None] = dict.fromkeys(LABEL_COLUMNS)
     confusion = {}
     for dimension, truth in labels.items():
         pred = np.asarray(frame.get_column(f"{dimension}_pred").to_list(), dtype=object)
@@ -216,6 +219,8 @@ def _judge_metrics(frame: pl.DataFrame, labels: Mapping[str, np.ndarray], rule: 
         both = has_label & np.array([p is not None for p in pred])
         accuracy[dimension] = float(_correct(truth[has_label], pred[has_label]).mean()) if has_label.any() else None
         kappa[dimension] = _nan_to_none(cohen_kappa(truth[both], pred[both])) if both.any() else None
+        if kappa[dimension] is not None:
+            kappa_ci[dimension] = list(bootstrap_kappa_ci(truth[both], pred[both], n_boot=n_boot, seed=seed))
         confusion[dimension] = confusion_matrix(truth[both], pred[both]).tolist()
     predicted = frame.filter(pl.col("error").is_null())
     dims = [np.asarray(predicted.get_column(f"{d}_pred").to_list(), dtype=object) for d in DIMENSIONS]
@@ -229,6 +234,7 @@ def _judge_metrics(frame: pl.DataFrame, labels: Mapping[str, np.ndarray], rule: 
         "n_errors": int(frame.height - ok.sum()),
         "accuracy": accuracy,
         "kappa": kappa,
+        "kappa_ci95": kappa_ci,
         "confusion": {"labels": list(JUDGE_LABELS), **confusion},
         "probes": {
             "p1_content_counterfactual": content_counterfactual(
@@ -273,7 +279,7 @@ def evaluate_judges(
     intervals = paired_bootstrap_ci(correct, n_boot=n_boot, seed=seed)
     judges = {}
     for name, frame in frames.items():
-        metrics = _judge_metrics(frame, labels, rules[name])
+        metrics = _judge_metrics(frame, labels, rules[name], n_boot, seed)
         metrics["overall_ci95"] = [intervals[name]["lower"], intervals[name]["upper"]]
         metrics["fusion"] = rules[name]
         judges[name] = metrics
