@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 
+import numpy as np
 import pytest
 import sdscore.features.blueprint as bp
 from features_audio import render
@@ -177,3 +178,25 @@ def test_a_refused_quality_measure_is_unavailable_with_its_reason_not_an_error()
 def test_bad_batch_size_is_refused():
     with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
         BlueprintBuilder(batch_size=0)
+
+
+def test_loudness_is_measured_at_the_files_own_rate(tmp_path):
+    """BS.1770 is defined at the audio's rate: our blueprint equals pyloudnorm on the file's own
+    samples (resampling to 16 kHz first moved it by ~0.7 dB on such a signal)."""
+    pyloudnorm = pytest.importorskip("pyloudnorm")
+    import soundfile as sf
+    from sdscore.features.blueprint import BlueprintBuilder
+
+    rng = np.random.default_rng(0)
+    rows = {}
+    for rate in (44100, 16000, 22050):
+        t = np.arange(rate * 3) / rate
+        x = (0.2 * np.sin(2 * np.pi * 220 * t) + 0.05 * rng.standard_normal(t.size)) * (1 + np.sin(np.pi * t)) / 2
+        x = (x + 0.1 * np.sin(2 * np.pi * min(9000, rate / 2 - 500) * t)).astype(np.float32)
+        path = tmp_path / f"a{rate}.wav"
+        sf.write(path, x, rate)
+        y, r = sf.read(path)
+        rows[str(path)] = pyloudnorm.Meter(r).integrated_loudness(y)
+    builder = BlueprintBuilder(asr=None, jobs=1)
+    for (path, want), row in zip(rows.items(), builder.features(list(rows))):
+        assert row["error"] is None and row["loudness_lufs"] == pytest.approx(want, abs=1e-6), path

@@ -13,14 +13,22 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
+import polars as pl
+
 from sdscore import __version__
 from sdscore.audio import load_many
 from sdscore.audio.checks import over_cap
 from sdscore.features.cache import ContentCache, cache_key, hash_file, hash_settings
-from sdscore.features.extract import extract_concurrently, resolve
+from sdscore.features.extract import (
+    extract,
+    extract_concurrently,
+    join_messages,
+    resolve,
+    select,
+)
 
 SAMPLE_RATE = 16000
-CACHE_VERSION = "blueprint-features-1"
+CACHE_VERSION = "blueprint-features-2"  # 2: loudness at the file's own rate
 CACHE_NAMESPACE = "blueprint"
 QUALITY_FIELDS = {
     "DNSMOS_Personalized_Signal_Quality": "dnsmos_personalized_sig",
@@ -63,7 +71,7 @@ class BlueprintBuilder:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         options: dict[str, dict] = {"quality": {"standard": False}}
-        names = ["vad", "quality", "pitch", "loudness"]
+        names = ["vad", "quality", "pitch"]  # loudness runs at each file's own rate (_loudness_at_file_rate)
         self.missing: dict[str, str] = {}
         if asr is None:
             self.missing["agent_response"] = "ASR disabled"
@@ -159,7 +167,12 @@ class BlueprintBuilder:
             part = keys[b : b + self.batch_size]
             batch = load_many([first_path[k] for k in part], sample_rate=SAMPLE_RATE,
                               max_seconds=self.max_audio_seconds)
-            for key, row in zip(part, extract_concurrently(self.chains, batch).to_dicts()):
+            frame = extract_concurrently(self.chains, batch)
+            loudness = _loudness_at_file_rate([first_path[k] for k in part], batch, self.max_audio_seconds)
+            frame = frame.with_columns(loudness.drop("error", "refused")).with_columns(
+                pl.Series("error", [join_messages(a, b) for a, b in zip(frame["error"], loudness["error"])],
+                          dtype=pl.String))
+            for key, row in zip(part, frame.to_dicts()):
                 if self.cache is not None and row["error"] is None:
                     self.cache.put_json(key, row)
                 for i in todo[key]:
@@ -169,6 +182,28 @@ class BlueprintBuilder:
     def build(self, paths: Sequence[str | os.PathLike]) -> list[dict]:
         """One TRACE blueprint per path (Fig. 7 fields, plus ``unavailable`` / ``error`` when needed)."""
         return [blueprint(row, self.missing) for row in self.features(paths)]
+
+
+def _loudness_at_file_rate(paths: Sequence[str], batch, max_seconds: float | None) -> pl.DataFrame:
+    """BS.1770 loudness columns (+ error, refused) of each file measured at its own sample rate, where
+    the standard defines its K-weighting: resampling to 16 kHz first moved LUFS by 0.7 dB on a 44.1 kHz
+    test signal. Files already at 16 kHz reuse `batch`; the others are decoded again, per rate."""
+    import soundfile as sf
+
+    rates = []
+    for i, path in enumerate(paths):
+        try:
+            rates.append(int(sf.info(path).samplerate) if batch.errors[i] is None else SAMPLE_RATE)
+        except Exception:  # not readable by libsndfile (the native WAV decoder read it): measure at 16 kHz
+            rates.append(SAMPLE_RATE)
+    columns: list[dict | None] = [None] * len(paths)
+    for rate in sorted(set(rates)):
+        items = [i for i, r in enumerate(rates) if r == rate]
+        sub = select(batch, items) if rate == SAMPLE_RATE else load_many(
+            [paths[i] for i in items], sample_rate=rate, max_seconds=max_seconds)
+        for i, row in zip(items, extract(["loudness"], sub).to_dicts()):
+            columns[i] = row
+    return pl.DataFrame(columns)
 
 
 def _fixed(value, digits: int = 2):
