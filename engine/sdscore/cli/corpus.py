@@ -1,4 +1,4 @@
-"""`sdscore corpus stratify|select-dialogues|sample-check`: build benchmark manifests from a corpus."""
+"""`sdscore corpus stratify|select-dialogues|sample-check|filter-sdiareward`: build benchmark manifests."""
 
 from __future__ import annotations
 
@@ -70,6 +70,22 @@ def _cmd_sample_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_filter_sdiareward(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+
+    from sdscore.corpus import read_manifest, write_manifest
+    from sdscore.corpus.sdiareward_filters import filter_pairs
+
+    pairs = read_manifest(args.manifest, "reward")
+    kept, dropped = filter_pairs(pairs, max_turns=args.max_turns,
+                                 max_turn_seconds=None if args.no_durations else args.max_turn_seconds)
+    write_manifest(kept, args.out)
+    for reason, n in dropped.items():
+        console.print(f"dropped {n}: {escape(reason)}")
+    console.print(f"{kept.height} of {pairs.height} pairs kept → [bold]{args.out}[/bold]")
+    return 0
+
+
 def add_corpus_parser(sub) -> None:
     """`sdscore corpus stratify MANIFEST --out BENCH.parquet [...]`, `sdscore corpus select-dialogues SEGMENTS --out DIR`."""
     corpus = sub.add_parser("corpus", help="build benchmark manifests from a corpus")
@@ -108,3 +124,12 @@ def add_corpus_parser(sub) -> None:
     check.add_argument("--wrong", type=int, default=15, help="mis-ranked pairs (default 15)")
     check.add_argument("--seed", type=int, default=0)
     check.set_defaults(func=_cmd_sample_check)
+
+    filt = tools.add_parser("filter-sdiareward", help="SDiaReward's rule-based filters: even, alternating turns, "
+                            "at most 16 turns, no turn over 60 s; prints what was dropped and why")
+    filt.add_argument("manifest", type=Path, help="reward pairs (any format read_manifest takes)")
+    filt.add_argument("--out", required=True, type=Path, help="the kept pairs (Parquet or JSONL)")
+    filt.add_argument("--max-turns", type=int, default=16)
+    filt.add_argument("--max-turn-seconds", type=float, default=60.0)
+    filt.add_argument("--no-durations", action="store_true", help="skip the duration rule (no audio header read)")
+    filt.set_defaults(func=_cmd_filter_sdiareward)
