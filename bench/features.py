@@ -7,11 +7,14 @@ loudness; no cache) against the per-file loop a user would write with the refere
 ``speechmos.dnsmos.run(x, 16000, "dnsmos_personalized")``, ``pyloudnorm.Meter.integrated_loudness``,
 ``parselmouth.Sound(x24k).to_pitch()`` and silero's ``get_speech_timestamps`` with its default
 (JIT) model, after soundfile + soxr loading. Per-extractor rows split the same comparison on
-preloaded audio; ASR (pocketsphinx both sides, so about 1x) runs without --quick.
+preloaded audio; ASR (pocketsphinx both sides, so about 1x) runs without --quick. Two last rows
+are ablations of our own parallelism: YIN over frame runs on all cores vs one thread, and the
+blueprint with ASR on a pocketsphinx worker pool (jobs = cores) vs in-process (jobs=1).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import time
@@ -161,6 +164,24 @@ def main() -> None:
                 repeats,
             )
             rows.append(Row(f"{name} vs {peer_name}", "audio s/s", ours, peer))
+        # our own parallelism against the same code on one core (ablations, not peers)
+        cores = os.cpu_count() or 1
+        threaded, single = make_extractor("pitch"), make_extractor("pitch", num_threads=1)
+        times = {}
+        for label, ex in (("threaded", threaded), ("single", single)):
+            times[label] = warm_then_best(lambda idx, ex=ex: ex.run(select(batch, idx), {}), range(count), repeats)
+        rows.append(Row(f"pitch: YIN on {cores} threads vs 1 thread", "audio s/s",
+                        seconds / times["threaded"], seconds / times["single"]))
+        if not args.quick:
+            pooled, serial = BlueprintBuilder(jobs=cores), BlueprintBuilder(jobs=1)
+            try:
+                ours = count / warm_then_best(pooled.build, paths, repeats)
+                peer = count / warm_then_best(serial.build, paths, repeats)
+            finally:
+                pooled.close()
+                serial.close()
+            rows.append(Row(f"blueprint with ASR: pocketsphinx on {cores} worker processes vs in-process",
+                            "responses/s", ours, peer))
     report(
         f"features: {count} TTS responses ({seconds:.0f} s of audio), CPU, best of {repeats}",
         rows,
