@@ -41,9 +41,12 @@ def build(ctx: ViewContext) -> tuple[Table, list]:
                                   f"CI: paired bootstrap, {boot.get('n_boot', '?')} resamples, seed {boot.get('seed', '?')}.")
     blocks: list = []
     dims = [[text(name), text(d), optional_metric(s, m, ("judges", name, "accuracy", d)),
-             optional_metric(s, m, ("judges", name, "kappa", d))] for name in judges for d in DIMENSIONS]
-    blocks.append(Table("Accuracy and Cohen's κ per dimension", ["judge", "dimension", "accuracy", "κ"], dims,
-                        "— where the items have no human label for the dimension."))
+             optional_metric(s, m, ("judges", name, "kappa", d)), *ci_cells(s, m, ("judges", name, "kappa_ci95", d))]
+            for name in judges for d in DIMENSIONS]
+    blocks.append(Table("Accuracy and Cohen's κ per dimension", ["judge", "dimension", "accuracy", "κ", "κ CI low",
+                                                                 "κ CI high"], dims,
+                        "— where the items have no human label for the dimension (or κ is undefined); κ CI: "
+                        "bootstrap over the items, the same resamples as the accuracy CIs."))
     from sdscore.report.judge_plots import plot_judge_confusion
 
     for name in judges:
