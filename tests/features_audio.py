@@ -82,3 +82,11 @@ def batch_of(
     """An AudioBatch of arrays (errors default to all loaded)."""
     data, offsets = pack([np.asarray(x, dtype=np.float32) for x in items])
     return AudioBatch(data, offsets, errors or [None] * len(items), rate)
+
+
+def band_rel_rms(a: np.ndarray, b: np.ndarray, rate: int, band_hz: float) -> float:
+    """Relative RMS difference of two signals below band_hz (FFT brick wall)."""
+    n = min(len(a), len(b))
+    fa, fb = np.fft.rfft(a[:n]), np.fft.rfft(b[:n])
+    keep = np.fft.rfftfreq(n, 1 / rate) < band_hz
+    return float(np.linalg.norm((fa - fb)[keep]) / np.linalg.norm(fb[keep]))

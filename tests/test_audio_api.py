@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import sdscore.audio as audio
 import soundfile as sf
 import soxr
-
-import sdscore.audio as audio
+from features_audio import band_rel_rms
 from sdscore.audio import AudioBatch
 from sdscore.audio.dali_backend import dali_available
 from sdscore.errors import AudioError
@@ -19,14 +19,6 @@ def tone(seconds: float, rate: int, channels: int = 1) -> np.ndarray:
     t = np.arange(int(seconds * rate)) / rate
     x = 0.3 * np.sin(2 * np.pi * 220 * t) + 0.1 * np.sin(2 * np.pi * 1700 * t + 0.5)
     return np.stack([x * (0.5 + 0.5 * c) for c in range(channels)], axis=1).astype(np.float32)
-
-
-def band_rel_rms(a: np.ndarray, b: np.ndarray, rate: int, band_hz: float) -> float:
-    """Relative RMS difference of two signals below band_hz (FFT brick wall)."""
-    n = min(len(a), len(b))
-    fa, fb = np.fft.rfft(a[:n]), np.fft.rfft(b[:n])
-    keep = np.fft.rfftfreq(n, 1 / rate) < band_hz
-    return float(np.linalg.norm((fa - fb)[keep]) / np.linalg.norm(fb[keep]))
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import pytest
 import sdscore.audio as audio
 import soundfile as sf
 import soxr
+from features_audio import band_rel_rms
 from sdscore.audio.slices import END_TOLERANCE_FRAMES, seconds_to_frames
 from sdscore.errors import AudioError
 
@@ -20,13 +21,6 @@ def speechlike(seconds: float, rate: int, channels: int = 1, seed: int = 0) -> n
     t = np.arange(int(seconds * rate)) / rate
     x = 0.3 * np.sin(2 * np.pi * (200 * t + 15 * t**2)) + 0.02 * rng.standard_normal(len(t))
     return np.stack([x * (1.0 - 0.3 * c) for c in range(channels)], axis=1).astype(np.float32)
-
-
-def band_rel_rms(a: np.ndarray, b: np.ndarray, rate: int, band_hz: float) -> float:
-    n = min(len(a), len(b))
-    fa, fb = np.fft.rfft(a[:n]), np.fft.rfft(b[:n])
-    keep = np.fft.rfftfreq(n, 1 / rate) < band_hz
-    return float(np.linalg.norm((fa - fb)[keep]) / np.linalg.norm(fb[keep]))
 
 
 def reference(path: str, offset: float, duration: float | None, rate: int = RATE) -> np.ndarray:

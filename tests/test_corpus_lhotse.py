@@ -12,6 +12,7 @@ import pytest
 import sdscore.audio as audio
 import soundfile as sf
 import soxr
+from features_audio import band_rel_rms
 from lhotse import CutSet, Recording, RecordingSet, SupervisionSegment, SupervisionSet
 from sdscore.corpus import read_manifest
 from sdscore.errors import ManifestError
@@ -19,13 +20,6 @@ from sdscore.runtime.run import score_manifest
 from sdscore.runtime.scorer import ScoringJob
 
 RATE = 16000
-
-
-def band_rel_rms(a: np.ndarray, b: np.ndarray, rate: int, band_hz: float) -> float:
-    n = min(len(a), len(b))
-    fa, fb = np.fft.rfft(a[:n]), np.fft.rfft(b[:n])
-    keep = np.fft.rfftfreq(n, 1 / rate) < band_hz
-    return float(np.linalg.norm((fa - fb)[keep]) / np.linalg.norm(fb[keep]))
 
 
 @pytest.fixture(scope="module")
