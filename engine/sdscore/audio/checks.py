@@ -54,22 +54,29 @@ def check_decoded(path: str, frames: int, sample_rate: int, max_seconds: float) 
         raise AudioError(_over_cap_message(path, frames / sample_rate, max_seconds))
 
 
-def over_cap(path: str, max_seconds: float | None) -> str | None:
-    """The loader's over-the-cap error for a file, from its header alone (None: within the cap, no
-    cap, or a header soundfile cannot read — decoding then says what is wrong). For results
-    served from a cache, so that a cached file is refused exactly as a decoded one would be."""
+def header_seconds(path: str) -> float | None:
+    """A file's duration from its header alone (None when soundfile cannot read the header or the
+    rate is not positive — decoding then says what is wrong)."""
     import soundfile as sf
 
-    cap = resolve_max_seconds(max_seconds)
-    if cap <= 0:
-        return None
     try:
         info = sf.info(path)
     except Exception:  # noqa: BLE001 - any unreadable header is the decoder's to report
         return None
-    if info.samplerate <= 0 or info.frames / info.samplerate <= cap:
+    return info.frames / info.samplerate if info.samplerate > 0 else None
+
+
+def over_cap(path: str, max_seconds: float | None) -> str | None:
+    """The loader's over-the-cap error for a file, from its header alone (None: within the cap, no
+    cap, or a header soundfile cannot read — decoding then says what is wrong). For results
+    served from a cache, so that a cached file is refused exactly as a decoded one would be."""
+    cap = resolve_max_seconds(max_seconds)
+    if cap <= 0:
         return None
-    return _over_cap_message(path, info.frames / info.samplerate, cap)
+    seconds = header_seconds(path)
+    if seconds is None or seconds <= cap:
+        return None
+    return _over_cap_message(path, seconds, cap)
 
 
 def _over_cap_message(path: str, seconds: float, cap: float) -> str:

@@ -74,7 +74,7 @@ def _cmd_filter_sdiareward(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from sdscore.corpus import read_manifest, write_manifest
-    from sdscore.corpus.sdiareward_filters import filter_pairs
+    from sdscore.protocols.reward.dataset_filters import filter_pairs
 
     pairs = read_manifest(args.manifest, "reward")
     kept, dropped = filter_pairs(pairs, max_turns=args.max_turns,

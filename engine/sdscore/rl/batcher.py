@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from sdscore.audio.checks import header_seconds
 from sdscore.errors import SdscoreError
 from sdscore.models.episodes import Episode
 
@@ -63,13 +64,7 @@ class EpisodeScoreError(SdscoreError):
 
 @lru_cache(maxsize=65536)
 def _file_seconds(path: str) -> float:
-    import soundfile as sf
-
-    try:
-        info = sf.info(path)
-        return info.frames / info.samplerate
-    except Exception:  # unreadable: the scorer reports it; count it as short
-        return 0.0
+    return header_seconds(path) or 0.0  # unreadable: the scorer reports it; count it as short
 
 
 def estimate_tokens(episode: Episode, sample_rate: int = 16000) -> int:

@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
 
+from sdscore.audio.checks import header_seconds
+
 MAX_TURNS = 16
 MAX_TURN_SECONDS = 60.0
 REASONS = ("odd number of turns", "roles do not alternate user/assistant", f"more than {MAX_TURNS} turns",
@@ -38,16 +40,6 @@ def _structure_problem(turns: list[dict] | None, max_turns: int) -> str | None:
     return None
 
 
-def _seconds(path: str) -> float | None:
-    import soundfile as sf
-
-    try:
-        info = sf.info(path)
-        return info.frames / info.samplerate
-    except Exception:  # libsndfile reports every failure as one error type
-        return None
-
-
 def filter_pairs(pairs: pl.DataFrame, *, max_turns: int = MAX_TURNS, max_turn_seconds: float | None = MAX_TURN_SECONDS,
                  num_threads: int | None = None) -> tuple[pl.DataFrame, dict[str, int]]:
     """(the kept pairs, {reason: pairs dropped}) of a REWARD_PAIRS frame with resolved audio paths;
@@ -59,7 +51,7 @@ def filter_pairs(pairs: pl.DataFrame, *, max_turns: int = MAX_TURNS, max_turn_se
         paths = sorted({t["audio_path"] for side in ("chosen", "rejected") for turns in pairs[side].to_list()
                         for t in turns or [] if t.get("audio_path")})
         with ThreadPoolExecutor(num_threads or min(8, os.cpu_count() or 1)) as pool:
-            seconds = dict(zip(paths, pool.map(_seconds, paths)))
+            seconds = dict(zip(paths, pool.map(header_seconds, paths)))
         for i, (chosen, rejected) in enumerate(pairs.select("chosen", "rejected").iter_rows()):
             if problems[i] is not None:
                 continue

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import soundfile as sf
 from sdscore.corpus.schemas import REWARD_PAIRS
-from sdscore.corpus.sdiareward_filters import filter_pairs
+from sdscore.protocols.reward.dataset_filters import filter_pairs
 
 
 def _turns(roles, paths):
