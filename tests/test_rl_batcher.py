@@ -258,3 +258,11 @@ def test_caller_runs_the_worker_loop(scorer, eps, reference):
     assert np.abs(np.array([results[i] for i in range(16)]) - reference[:16]).max() <= 1e-5
     with pytest.raises(ValueError, match="worker must be"):
         RewardBatcher(scorer, worker="process")
+
+
+def test_submit_prepared_keeps_failed_items_in_place(scorer, eps, reference):
+    with RewardBatcher(scorer) as batcher:
+        results = batcher.submit_prepared(["sample 0: bad audio", eps[0], eps[1], "sample 3: no turns"]).result(30)
+    assert results[0] == (None, "sample 0: bad audio") and results[3] == (None, "sample 3: no turns")
+    assert abs(results[1][0] - reference[0]) <= 1e-5 and abs(results[2][0] - reference[1]) <= 1e-5
+    assert results[1][1] is None and results[2][1] is None

@@ -182,6 +182,24 @@ class RewardBatcher:
             self._cond.notify()
         return future
 
+    def submit_prepared(self, items: Sequence[Episode | str]) -> Future:
+        """`submit_detailed` for items an adapter has prepared: an Episode is scored, a string is an
+        item that already failed (its error text) and comes back as (None, that text), in place."""
+        inner = self.submit_detailed([item for item in items if not isinstance(item, str)])
+        outer: Future = Future()
+
+        def settle(done: Future) -> None:
+            if done.cancelled():
+                outer.cancel()
+            elif done.exception() is not None:
+                outer.set_exception(done.exception())
+            else:
+                scored = iter(done.result())
+                outer.set_result([(None, item) if isinstance(item, str) else next(scored) for item in items])
+
+        inner.add_done_callback(settle)
+        return outer
+
     def submit(self, episodes: Episode | Sequence[Episode]) -> Future:
         """Future of the score (one Episode) or the list of scores; a bad episode fails it with
         EpisodeScoreError naming the episode and the problem."""

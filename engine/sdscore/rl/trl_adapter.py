@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from sdscore.models.episodes import Episode
@@ -75,26 +76,20 @@ class TrlReward:
             reply[-1]["audio"] = completion_audio
         return episode_from_messages(messages + reply, sr, f"sample {i}", criterion=self.criterion)
 
-    def _score(self, prompts, completions, columns) -> tuple[Any, list[Episode | str]]:
+    def _score(self, prompts, completions, columns) -> Future:
         batcher = shared_batcher(self.config)
-        items = self.episodes(prompts, completions, columns, batcher.scorer.model.sample_rate)
-        good = [e for e in items if isinstance(e, Episode)]
-        return batcher.submit_detailed(good), items
+        return batcher.submit_prepared(self.episodes(prompts, completions, columns, batcher.scorer.model.sample_rate))
 
     @staticmethod
-    def _merge(items: list[Episode | str], results: list) -> list[float | None]:
-        rewards, it = [], iter(results)
-        for item in items:
-            score, error = (None, item) if isinstance(item, str) else next(it)
+    def _rewards(results: list) -> list[float | None]:
+        for _, error in results:
             if error is not None:
                 log.warning("sdscore reward: %s", error)
-            rewards.append(score)
-        return rewards
+        return [score for score, _ in results]
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None,
                  **columns: Any) -> list[float | None]:
-        future, items = self._score(prompts, completions, columns)
-        return self._merge(items, future.result())
+        return self._rewards(self._score(prompts, completions, columns).result())
 
 
 class AsyncTrlReward(TrlReward):
@@ -106,8 +101,8 @@ class AsyncTrlReward(TrlReward):
 
         loop = asyncio.get_running_loop()
         # building the batcher may load the model: keep that off the event loop
-        future, items = await loop.run_in_executor(None, self._score, prompts, completions, columns)
-        return self._merge(items, await asyncio.wrap_future(future))
+        future = await loop.run_in_executor(None, self._score, prompts, completions, columns)
+        return self._rewards(await asyncio.wrap_future(future))
 
 
 def _has_audio(message: Mapping) -> bool:

@@ -93,13 +93,9 @@ def verl_compute_score_batch(data_sources: Sequence[Any], solution_strs: Sequenc
             items.append(episode_from_verl(solution, info, batcher.scorer.model.sample_rate, f"sample {i}", criterion))
         except EpisodeSpecError as exc:
             items.append(str(exc))
-    results = iter(batcher.submit_detailed([e for e in items if isinstance(e, Episode)]).result())
-    rewards, errors = [], []
-    for item in items:
-        score, error = (None, item) if isinstance(item, str) else next(results)
-        if error is not None:
-            errors.append(error)
-        rewards.append(float(error_reward) if score is None and error_reward is not None else score)
+    results = batcher.submit_prepared(items).result()
+    errors = [error for _, error in results if error is not None]
+    rewards = [float(error_reward) if score is None and error_reward is not None else score for score, _ in results]
     if errors and error_reward is None:
         raise EpisodeScoreError(f"{len(errors)} of {len(items)} samples could not be scored: " + "; ".join(errors[:5]))
     return rewards
