@@ -87,12 +87,12 @@ def evaluate_arena(battles: pl.DataFrame, *, n_boot: int = 1000, seed: int = 0, 
     else:
         raise ValueError(f"the battles come from {len(judges)} judges ({', '.join(judges)}); ratings are per "
                          f"judge: name one (--judge NAME) or pool them on purpose (--pool-judges)")
-    top = judged if chosen is None else judged.filter(pl.col("judge") == chosen)
-    result = {"judge": "pooled" if chosen is None else chosen, "judges": judges,
-              **_ratings(top, n_boot=n_boot, seed=seed, l2=l2)}
+    rate = lambda name: _ratings(judged.filter(pl.col("judge") == name), n_boot=n_boot, seed=seed, l2=l2)  # noqa: E731
+    by_judge = {name: rate(name) for name in judges} if len(judges) > 1 or chosen is not None else {}
+    top = _ratings(judged, n_boot=n_boot, seed=seed, l2=l2) if chosen is None else by_judge[chosen]
+    result = {"judge": "pooled" if chosen is None else chosen, "judges": judges, **top}
     if len(judges) > 1:
-        result["by_judge"] = {name: _ratings(judged.filter(pl.col("judge") == name), n_boot=n_boot, seed=seed, l2=l2)
-                              for name in judges}
+        result["by_judge"] = by_judge
     if "prompt_id" in judged.columns:
         result["judge_agreement"] = {
             name: {"vs_human": judge_human_agreement(judged, name) if HUMAN in judges and name != HUMAN else None,
