@@ -2,12 +2,18 @@
 
 Without CUDA, Triton kernels run in Triton's CPU interpreter, which TRITON_INTERPRET=1 selects;
 it must be set before triton is first imported, so it is set here, before any test module loads.
+
+bfloat16 matmuls on CPU go through oneDNN, which picks AMX on CPUs that advertise it; on the VMs
+CI runs on, AMX is advertised but its tile state is not usable and the process dies of SIGILL.
+ONEDNN_MAX_CPU_ISA (read when oneDNN first runs) caps it at AVX-512 with bf16 instructions.
 """
 
 import os
 
-import pytest
-import torch
+os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")

@@ -44,6 +44,36 @@ def left_padded_ids(items: Sequence[Prepared], pad_id: int) -> dict[str, torch.T
     return {"input_ids": ids, "attention_mask": mask}
 
 
+def batch_to(batch: dict[str, Any], device: torch.device | str, dtype: torch.dtype | None = None,
+             non_blocking: bool = True) -> dict[str, Any]:
+    """A collated batch on `device`: tensors moved (floating ones cast to `dtype` when given),
+    objects with a .to(device, non_blocking) method (an adapter's index plan) moved by it, plain
+    values (ints) kept."""
+    out = {}
+    for key, value in batch.items():
+        if isinstance(value, torch.Tensor):
+            out[key] = value.to(device, dtype=dtype if dtype is not None and value.is_floating_point() else None,
+                                non_blocking=non_blocking)
+        elif hasattr(value, "to"):
+            out[key] = value.to(device, non_blocking=non_blocking)
+        else:
+            out[key] = value
+    return out
+
+
+def batch_pinned(batch: dict[str, Any]) -> dict[str, Any]:
+    """The batch with its host tensors (and plans) in page-locked memory, for asynchronous copies."""
+    out = {}
+    for key, value in batch.items():
+        if isinstance(value, torch.Tensor):
+            out[key] = value if value.device.type != "cpu" else value.pin_memory()
+        elif hasattr(value, "pin_memory"):
+            out[key] = value.pin_memory()
+        else:
+            out[key] = value
+    return out
+
+
 class RewardModel(nn.Module, ABC):
     """backbone → pooler → score_head; subclasses set `self.pooler` (heads.Pooler) and
     `self.score_head` (nn.Linear(H, 1)) and are found by `sdscore.models.loading`."""
@@ -56,6 +86,8 @@ class RewardModel(nn.Module, ABC):
     padding_side: str = "right"
     #: False for text-only models: the scorer then never loads audio (prepare gets None per turn)
     needs_audio: bool = True
+    #: True for causal backbones that implement shared_prefix + collate_groups (pair-prefix sharing)
+    supports_prefix_sharing: ClassVar[bool] = False
 
     @property
     def max_clip_seconds(self) -> float | None:
@@ -94,7 +126,27 @@ class RewardModel(nn.Module, ABC):
 
     @abstractmethod
     def collate(self, items: Sequence[Prepared]) -> dict[str, torch.Tensor]:
-        """Pad prepared items into one batch of CPU tensors (padding on `padding_side`)."""
+        """Pad prepared items into one batch of CPU tensors (padding on `padding_side`); a value may
+        also be an index plan with .to()/.pin_memory() or a plain int (see batch_to)."""
+
+    def shared_prefix(self, a: Prepared, b: Prepared) -> int:
+        """Leading tokens of a and b whose backbone states are the same in both (so a group may run
+        them once); at most min(length) − 1. 0 unless the adapter supports prefix sharing."""
+        return 0
+
+    def collate_groups(self, groups: Sequence[tuple[Sequence[Prepared], int]]) -> dict[str, torch.Tensor]:
+        """A batch of groups (members, shared prefix length) that inference_pooled() scores with each
+        group's prefix run once; rows come out in member order, group after group."""
+        raise NotImplementedError(f"{self.kind} does not share prefixes")
+
+    #: True when collate_for_inference packs a batch without padding (the scorer then plans
+    #: batches by their summed length, runtime.batching.plan_token_batches)
+    packs_inference: ClassVar[bool] = False
+
+    def collate_for_inference(self, items: Sequence[Prepared]) -> dict[str, Any]:
+        """The batch inference_pooled() scores (eval mode, no autograd); adapters may lay it out
+        for faster kernels (packed, no padding). The same as collate() by default."""
+        return self.collate(items)
 
     def collate_dense(self, items: Sequence[Prepared]) -> dict[str, torch.Tensor]:
         """collate() with every input laid out [B, L, ...]: what an exported graph takes (its dynamic

@@ -15,7 +15,7 @@ Qwen2.5-Omni directory (`base=`), or from processor files saved in the checkpoin
 system prompt comes from `system_prompt=PATH` or `<checkpoint>/system_prompt.txt`, read verbatim.
 
 Differences from the evaluator, all without effect on scores: it runs batch 1, we batch with
-left padding (positions come from `get_rope_index` over the attention mask, so padded rows see
+left padding (positions count attended tokens, as `get_rope_index` does for text and audio, so padded rows see
 the same positions as unpadded ones; their `rope_deltas - delta0` only feeds generation with a
 cache); each clip's log-mel is computed over the clip plus a short zero tail instead of the full
 300 s buffer (same valid frames, same normalising maximum; see `clip_features`); pooling and the
@@ -52,7 +52,7 @@ from sdscore.checkpoint_files import (
     tensor_index,
     weight_files,
 )
-from sdscore.errors import MissingDependencyError, ModelError
+from sdscore.errors import MissingDependencyError, ModelError, SdscoreError
 from sdscore.models.base import Prepared, RewardModel, left_padded_ids
 from sdscore.models.chat_prompts import (
     SYSTEM_PROMPT_FILE,
@@ -64,6 +64,9 @@ from sdscore.models.chat_prompts import (
 )
 from sdscore.models.episodes import Episode
 from sdscore.models.heads import Pooler, pooling_name
+from sdscore.models.packed_attention import packed_inputs, packed_language_model, packed_pooled
+from sdscore.models.qwen_audio_tower import AudioTowerPlan, chunk_features, run_audio_tower
+from sdscore.models.whisper_log_mel import clip_features, clip_frames, whisper_log_mel
 
 LOAD_OPTIONS = ("base", "system_prompt", "pooling", "device", "dtype", "audio_first", "attn_implementation")
 THINKER_TYPES = ("qwen2_5_omni_thinker", "qwen2_5_omni")
@@ -87,33 +90,21 @@ def audio_token_count(frames: int) -> int:
     return (after_conv - 2) // 2 + 1
 
 
-def clip_frames(feature_extractor: Any, samples: int) -> int:
-    """Valid log-mel frames of a clip of `samples` samples: ceil(n / hop), n truncated to n_samples."""
-    hop = int(feature_extractor.hop_length)
-    return min(-(-samples // hop), int(feature_extractor.n_samples) // hop)
+def token_positions(mask: torch.Tensor) -> torch.Tensor:
+    """int64 [3, B, L] rope positions of a padded batch: each attended token's index among its row's
+    attended tokens (padding gets 0), on all three mrope axes. For text and audio (no image or
+    video) this is what Qwen2.5-Omni's get_rope_index computes (tested), without its per-row loop."""
+    return (mask.long().cumsum(1) - 1).clamp(min=0).expand(3, -1, -1)
 
 
-def clip_features(feature_extractor: Any, wave: np.ndarray) -> torch.Tensor:
-    """float32 [n_mels, F]: the F valid log-mel frames the processor computes for `wave`.
+#: clips per batched log-mel call (sorted by length first, so a batch pads little)
+FRONT_END_BATCH = 32
 
-    The processor pads each clip to n_samples (300 s for Qwen2.5-Omni) and keeps F = ceil(n / hop)
-    frames. Every frame that touches the clip, and the maximum that Whisper's log-mel clamps
-    against, are the same when the clip is padded with only (F + 3) hops of zeros, so that short
-    buffer is used: a 3 s clip costs 3 s of STFT and 0.2 MB, not 300 s and 15 MB. Clips that
-    reach the end of the buffer, non-zero padding and dither fall back to the full buffer.
-    """
-    fe = feature_extractor
-    n_samples, hop = int(fe.n_samples), int(fe.hop_length)
-    wave = wave[:n_samples]
-    frames = clip_frames(fe, len(wave))
-    length = hop * (frames + 3)
-    if length + int(fe.n_fft) > n_samples or float(fe.padding_value) != 0.0 or float(getattr(fe, "dither", 0.0)):
-        length = n_samples
-    out = fe(
-        wave, sampling_rate=fe.sampling_rate, padding="max_length", max_length=length, truncation=True,
-        return_attention_mask=False, return_tensors="np",
-    )
-    return torch.from_numpy(np.ascontiguousarray(out["input_features"][0, :, :frames], dtype=np.float32))
+
+def _clip_key(clip: np.ndarray) -> tuple:
+    """Identity of a clip's samples: views of one loaded array have the same buffer address,
+    length and stride (the cache holds the array, so the address cannot be reused meanwhile)."""
+    return clip.__array_interface__["data"][0], len(clip), clip.strides
 
 
 class SDiaRewardQwenOmni(RewardModel):
@@ -167,16 +158,26 @@ class SDiaRewardQwenOmni(RewardModel):
         )
         return text, clips
 
-    def prepare(self, episode: Episode, audio: Sequence[np.ndarray | None]) -> Prepared:
-        """input_ids int64 [L] with each <|AUDIO|> widened to its clip's token count, and the
-        clips' log-mel features (float32 [n_mels, F] each); length L counts every backbone token."""
+    def prepare(self, episode: Episode, audio: Sequence[np.ndarray | None],
+                features_cache: dict[int, tuple[np.ndarray, torch.Tensor]] | None = None) -> Prepared:
+        """input_ids int64 [L] with each <|AUDIO|> widened to its clip's token count, the clips'
+        log-mel features (float32 [n_mels, F] each) and clip_spans int64 [n_clips, 2] (each clip's
+        token range in input_ids); length L counts every backbone token. features_cache (a
+        waveform's buffer → (waveform, features)): a clip passed to several episodes is featurised
+        once and its features are one tensor, which shared_prefix recognises without comparing."""
         text, clips = self.render(episode, audio)
         features, counts = [], []
         for n, clip in enumerate(clips):
             tokens = audio_token_count(clip_frames(self.feature_extractor, len(clip)))
             if tokens < 1:
                 raise ValueError(f"{episode_label(episode)}: audio clip {n} is too short ({len(clip)} samples)")
-            features.append(clip_features(self.feature_extractor, clip))
+            cached = None if features_cache is None else features_cache.get(_clip_key(clip))
+            if cached is not None:
+                features.append(cached[1])
+            else:
+                features.append(clip_features(self.feature_extractor, clip))
+                if features_cache is not None:
+                    features_cache[_clip_key(clip)] = (clip, features[-1])
             counts.append(tokens)
         with self._tokenizer_lock:
             ids = np.asarray(self.tokenizer(text)["input_ids"], dtype=np.int64)
@@ -193,40 +194,206 @@ class SDiaRewardQwenOmni(RewardModel):
             raise ValueError(
                 f"{episode_label(episode)}: {len(ids)} tokens, more than the model's {self.max_length} positions"
             )
-        return Prepared(length=len(ids), inputs={"input_ids": torch.from_numpy(ids), "features": features})
+        starts = slots + np.concatenate([[0], np.cumsum(np.asarray(counts, dtype=np.int64) - 1)[:-1]]).astype(np.int64)
+        spans = np.stack([starts, starts + np.asarray(counts, dtype=np.int64)], 1) if clips else np.zeros((0, 2), np.int64)
+        return Prepared(length=len(ids), inputs={"input_ids": torch.from_numpy(ids), "features": features,
+                                                 "clip_spans": spans})
+
+    def prepare_many(
+        self, episodes: Sequence[Episode], audio: Sequence[Sequence[np.ndarray | None]], inference: bool = False,
+    ) -> list[Prepared | Exception]:
+        """prepare() per episode; the log-mel of every distinct clip (by buffer: the clips a pair's
+        episodes share are one loaded array) is computed once, in batches of similar length
+        (whisper_log_mel), on the model's device when inference=True."""
+        distinct: dict[tuple, np.ndarray] = {}
+        for waves in audio:
+            for wave in waves:
+                clip = None if wave is None else np.asarray(wave, dtype=np.float32)  # as multimodal_messages
+                if clip is not None and clip.ndim == 1 and len(clip):
+                    distinct.setdefault(_clip_key(clip), clip)
+        device = next(self.parameters()).device if inference else torch.device("cpu")
+        keys = sorted(distinct, key=lambda k: len(distinct[k]))
+        cache: dict[tuple, tuple[np.ndarray, torch.Tensor]] = {}
+        for start in range(0, len(keys), FRONT_END_BATCH):
+            chunk = keys[start:start + FRONT_END_BATCH]
+            for key, features in zip(chunk, whisper_log_mel([distinct[k] for k in chunk], self.feature_extractor, device)):
+                cache[key] = (distinct[key], features)
+        out: list[Prepared | Exception] = []
+        for episode, waves in zip(episodes, audio):
+            try:
+                out.append(self.prepare(episode, waves, cache))
+            except (SdscoreError, ValueError) as error:
+                out.append(error)
+        return out
 
     def collate(self, items: Sequence[Prepared]) -> dict[str, torch.Tensor]:
-        """input_ids / attention_mask int64 [B, L], left padding; when any clip, its log-mel frames
-        packed: input_features float32 [n_mels, T] (clips concatenated in batch then turn order,
-        the order their placeholders take in the flattened batch) and feature_lengths int64 [N]."""
+        """input_ids / attention_mask int64 [B, L], left padding; when any clip, the clips' log-mel
+        (in batch then turn order, the order their placeholders take in the flattened batch) cut
+        into the audio tower's chunks: audio_chunks float32 [C, n_mels, max_chunk] and audio_plan
+        (qwen_audio_tower.AudioTowerPlan: the tower's index bookkeeping, computed here on the host)."""
         batch = left_padded_ids(items, self.pad_token_id)
         clips = [f for item in items for f in item.inputs["features"]]
         if clips:
-            batch["input_features"] = torch.cat(clips, dim=1)
-            batch["feature_lengths"] = torch.tensor([f.shape[1] for f in clips], dtype=torch.long)
+            batch.update(self._audio_inputs(clips))
         return batch
+
+    def _audio_inputs(self, clips: Sequence[torch.Tensor]) -> dict[str, Any]:
+        """audio_chunks [C, n_mels, max_chunk] and audio_plan (AudioTowerPlan, built on the host) of
+        clips' log-mel features, in placeholder order."""
+        plan = AudioTowerPlan.build([f.shape[1] for f in clips], int(self.backbone.audio_tower.n_window))
+        return {"audio_chunks": chunk_features(torch.cat(list(clips), dim=1), plan), "audio_plan": plan}
 
     def hidden(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Thinker's last layer [B, L, H] and attention_mask [B, L].
 
         As the thinker's forward: token embeddings, audio-tower outputs scattered over the
-        <|AUDIO|> positions, language model; positions from get_rope_index over the attention
-        mask, passed explicitly so the thinker keeps no rope_deltas state between calls.
+        <|AUDIO|> positions, language model; positions (token_positions: what get_rope_index gives
+        for text and audio) passed explicitly so the thinker keeps no rope_deltas state.
         """
         ids, mask = batch["input_ids"], batch["attention_mask"]
-        lengths = batch.get("feature_lengths")
         embeds = self.backbone.get_input_embeddings()(ids)
-        if lengths is not None and lengths.numel():
-            tower = self.backbone.audio_tower
-            after_conv = (lengths - 1) // 2 + 1
-            audio = tower(batch["input_features"], feature_lens=lengths, aftercnn_lens=after_conv).last_hidden_state
+        audio = self._audio_states(batch)
+        if audio is not None:
             slots = (ids == self.audio_token_id).unsqueeze(-1)
             embeds = embeds.masked_scatter(slots, audio.to(embeds.dtype))
-        position_ids, _ = self.backbone.get_rope_index(ids, None, None, mask, False, lengths, None)
         out = self.backbone.language_model(
-            inputs_embeds=embeds, attention_mask=mask, position_ids=position_ids, use_cache=False
+            inputs_embeds=embeds, attention_mask=mask, position_ids=token_positions(mask), use_cache=False
         )
         return out.last_hidden_state, mask
+
+    packs_inference = True
+
+    def collate_for_inference(self, items: Sequence[Prepared]) -> dict[str, Any]:
+        """The items packed into one row without padding (packed_attention.packed_inputs: ids,
+        per-episode positions, cu_seqlens, offsets) plus collate()'s audio inputs."""
+        batch = packed_inputs([item.inputs["input_ids"] for item in items])
+        clips = [f for item in items for f in item.inputs["features"]]
+        if clips:
+            batch.update(self._audio_inputs(clips))
+        return batch
+
+    def inference_pooled(self, batch: dict[str, Any]) -> torch.Tensor:
+        """pooled(); a collate_groups batch runs each group's shared prefix once, a packed batch
+        (collate_for_inference) runs attention within each episode only, with no padding."""
+        if "group_index" in batch:
+            return self.pooler.pool_prefixed(*self.hidden_grouped(batch)).float()
+        if "cu_seqlens" in batch:
+            ids = batch["input_ids"]
+            embeds = self.backbone.get_input_embeddings()(ids)
+            audio = self._audio_states(batch)
+            if audio is not None:
+                embeds = embeds.masked_scatter((ids == self.audio_token_id).unsqueeze(-1), audio.to(embeds.dtype))
+            states = packed_language_model(self.backbone.language_model, embeds, batch["position_ids"],
+                                           batch["cu_seqlens"], batch["max_seqlen"], batch["bounds"])
+            return packed_pooled(self.pooler, states, batch["offsets"])
+        return self.pooled(batch)
+
+    # ---- pair-prefix sharing (runtime/reward/prefix_groups.py decides the groups) ------------
+
+    supports_prefix_sharing = True
+
+    def shared_prefix(self, a: Prepared, b: Prepared) -> int:
+        """Tokens a and b may compute once: their common first tokens, cut before the first clip
+        that differs (features compared, the same cached tensor at once) or that the common part
+        ends inside, and at most min(length) − 1 so each keeps a continuation."""
+        ids_a, ids_b = a.inputs["input_ids"].numpy(), b.inputs["input_ids"].numpy()
+        n = min(len(ids_a), len(ids_b)) - 1
+        if n <= 0:
+            return 0
+        differ = np.flatnonzero(ids_a[:n] != ids_b[:n])
+        length = int(differ[0]) if len(differ) else n
+        feats_a, feats_b = a.inputs["features"], b.inputs["features"]
+        for k, (start, end) in enumerate(a.inputs["clip_spans"].tolist()):
+            if start >= length:
+                break
+            same = k < len(feats_b) and (feats_a[k] is feats_b[k] or torch.equal(feats_a[k], feats_b[k]))
+            if end > length or not same:
+                return int(start)
+        return length
+
+    def collate_groups(self, groups: Sequence[tuple[Sequence[Prepared], int]]) -> dict[str, torch.Tensor]:
+        """One batch of groups (members, shared prefix length): prefix_ids / prefix_mask [G, P]
+        (left padding: each group's prefix, taken from its first member), cont_ids / cont_mask
+        [N, C] (right padding: each member's tokens after its group's prefix), group_index [N],
+        prefix_lengths [G]; when any clip, audio_chunks / audio_plan as collate() makes them, the
+        prefixes' clips first, then the continuations', and prefix_audio (int: how many audio
+        tokens the prefixes hold)."""
+        if not groups or any(not members for members, _ in groups):
+            raise ValueError("collate_groups needs at least one group, each with at least one member")
+        width_p = max(prefix for _, prefix in groups)
+        rows = [(g, item, prefix) for g, (members, prefix) in enumerate(groups) for item in members]
+        width_c = max(item.length - prefix for _, item, prefix in rows)
+        prefix_ids = torch.full((len(groups), width_p), self.pad_token_id, dtype=torch.long)
+        prefix_mask = torch.zeros((len(groups), width_p), dtype=torch.long)
+        cont_ids = torch.full((len(rows), width_c), self.pad_token_id, dtype=torch.long)
+        cont_mask = torch.zeros((len(rows), width_c), dtype=torch.long)
+        prefix_clips, cont_clips = [], []
+        for g, (members, prefix) in enumerate(groups):
+            first = members[0]
+            prefix_ids[g, width_p - prefix:] = first.inputs["input_ids"][:prefix]
+            prefix_mask[g, width_p - prefix:] = 1
+            spans = first.inputs["clip_spans"]
+            prefix_clips += [f for f, end in zip(first.inputs["features"], spans[:, 1].tolist()) if end <= prefix]
+        for n, (_, item, prefix) in enumerate(rows):
+            if item.length - prefix < 1:
+                raise ValueError(f"group member {n} has no tokens after its group's {prefix}-token prefix")
+            cont_ids[n, : item.length - prefix] = item.inputs["input_ids"][prefix:]
+            cont_mask[n, : item.length - prefix] = 1
+            spans = item.inputs["clip_spans"]
+            cont_clips += [f for f, start in zip(item.inputs["features"], spans[:, 0].tolist()) if start >= prefix]
+        batch = {
+            "prefix_ids": prefix_ids, "prefix_mask": prefix_mask, "cont_ids": cont_ids, "cont_mask": cont_mask,
+            "group_index": torch.tensor([g for g, _, _ in rows], dtype=torch.long),
+            "prefix_lengths": torch.tensor([prefix for _, prefix in groups], dtype=torch.long),
+        }
+        clips = prefix_clips + cont_clips
+        if clips:
+            batch.update(self._audio_inputs(clips))
+            batch["prefix_audio"] = sum(batch["audio_plan"].token_counts[: len(prefix_clips)])
+        return batch
+
+    def hidden_grouped(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """(prefix states [G, P, H], prefix_mask, continuation states [N, C, H], cont_mask,
+        group_index) of a collate_groups batch: the prefixes run once (keys and values cached),
+        the cache is gathered to one row per member and each continuation runs on it at the
+        positions that follow its prefix (see token_positions)."""
+        prefix_ids, prefix_mask = batch["prefix_ids"], batch["prefix_mask"]
+        cont_ids, cont_mask, group = batch["cont_ids"], batch["cont_mask"], batch["group_index"]
+        embed = self.backbone.get_input_embeddings()
+        prefix_embeds, cont_embeds = embed(prefix_ids), embed(cont_ids)
+        audio = self._audio_states(batch)
+        if audio is not None:
+            audio = audio.to(prefix_embeds.dtype)
+            split = int(batch["prefix_audio"])
+            prefix_embeds = prefix_embeds.masked_scatter((prefix_ids == self.audio_token_id).unsqueeze(-1), audio[:split])
+            cont_embeds = cont_embeds.masked_scatter((cont_ids == self.audio_token_id).unsqueeze(-1), audio[split:])
+        lm = self.backbone.language_model
+        out = lm(inputs_embeds=prefix_embeds, attention_mask=prefix_mask, position_ids=token_positions(prefix_mask),
+                 use_cache=True)
+        cache = out.past_key_values
+        cache.batch_select_indices(group)
+        width_p, width_c = prefix_ids.shape[1], cont_ids.shape[1]
+        steps = torch.arange(width_c, device=cont_ids.device)
+        cont_positions = batch["prefix_lengths"][group][:, None] + steps
+        cont = lm(inputs_embeds=cont_embeds, attention_mask=torch.cat([prefix_mask[group], cont_mask], 1),
+                  position_ids=cont_positions.expand(3, -1, -1), past_key_values=cache, use_cache=False,
+                  cache_position=steps + width_p)
+        return out.last_hidden_state, prefix_mask, cont.last_hidden_state, cont_mask, group
+
+    def _audio_states(self, batch: dict[str, Any]) -> torch.Tensor | None:
+        """Audio-tower outputs [sum tokens, H] of a batch's clips in placeholder order, or None.
+
+        collate's audio_chunks + audio_plan run with one attention call per layer
+        (qwen_audio_tower); a hand-made batch with transformers' input_features [n_mels, T] +
+        feature_lengths [N] runs the tower's own forward."""
+        if "audio_plan" in batch:
+            return run_audio_tower(self.backbone.audio_tower, batch["audio_chunks"], batch["audio_plan"])
+        lengths = batch.get("feature_lengths")
+        if lengths is None or not lengths.numel():
+            return None
+        after_conv = (lengths - 1) // 2 + 1
+        tower = self.backbone.audio_tower
+        return tower(batch["input_features"], feature_lens=lengths, aftercnn_lens=after_conv).last_hidden_state
 
     # ---- loading -----------------------------------------------------------------------------
 

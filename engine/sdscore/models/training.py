@@ -32,7 +32,7 @@ from sdscore import audio as audio_io
 from sdscore.atomic_write import write_json
 from sdscore.checkpoint_files import resolve_device
 from sdscore.errors import AudioError, ModelError
-from sdscore.models.base import Prepared, RewardModel
+from sdscore.models.base import Prepared, RewardModel, batch_to
 from sdscore.models.episodes import Episode, episodes_from_pairs
 from sdscore.models.losses import bradley_terry_loss, pairwise_correct
 
@@ -164,7 +164,7 @@ def batch_order(lengths: np.ndarray, batch_size: int, generator: np.random.Gener
 
 
 def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
-    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+    return batch_to(batch, device)
 
 
 def pair_rewards(model: RewardModel, data: PreparedPairs, idx: Sequence[int], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

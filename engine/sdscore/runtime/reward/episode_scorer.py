@@ -31,10 +31,11 @@ from sdscore.audio import load_many
 from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
 from sdscore.checkpoint_files import resolve_device, resolve_dtype
 from sdscore.errors import SdscoreError
-from sdscore.models.base import Prepared, RewardModel
+from sdscore.models.base import Prepared, RewardModel, batch_pinned, batch_to
 from sdscore.models.episodes import Episode, episodes_from_pairs
 from sdscore.progress import Progress
-from sdscore.runtime.batching import plan_batches
+from sdscore.runtime.batching import default_token_budget, plan_batches, plan_token_batches
+from sdscore.runtime.reward.prefix_groups import group_by_prefix, plan_group_batches
 
 #: the exported file each non-torch backend runs, under MODEL_DIR/export/
 EXPORT_FILES = {"onnxruntime": "model.onnx", "tensorrt": "model.trt.engine"}
@@ -103,13 +104,17 @@ class RewardScorer:
         prefetch: bool | None = None,
         session: Any = None,
         max_audio_seconds: float | None = DEFAULT_MAX_AUDIO_SECONDS,
+        share_prefixes: bool = True,
     ):
-        """model: a loaded RewardModel; max_tokens caps B × Lmax per batch; window (default
+        """model: a loaded RewardModel; max_tokens caps the positions per batch (B × Lmax padded, their
+        sum for a model that packs, whose default then comes from device memory); window (default
         16 × max_batch) is how many episodes are loaded, featurised and bucketed together;
         session: an exported-model session (runtime.reward.onnx_backend) that replaces the torch forward;
         prefetch (default: on for CUDA) prepares the next window on a thread while this one runs —
         on a CPU-only machine the two compete for the same cores and it measured slower;
-        max_audio_seconds: audio files longer than this are refused per episode (0 or None: no cap)."""
+        max_audio_seconds: audio files longer than this are refused per episode (0 or None: no cap);
+        share_prefixes: episodes of a window that share a prefix (a pair's context, a rollout's
+        prompt) run it once when the model supports it (runtime/reward/prefix_groups.py)."""
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.model = model
@@ -124,9 +129,14 @@ class RewardScorer:
         self.max_audio_seconds = float(max_audio_seconds or 0.0)
         self.prefetch = self.device.type == "cuda" if prefetch is None else bool(prefetch)
         self.session = session
+        self.share_prefixes = bool(share_prefixes) and session is None and model.supports_prefix_sharing
         if session is None:
             self.model.to(device=self.device, dtype=self.dtype)
         self.model.eval()
+        # autocast only where a weight is not in the target dtype: over a model already cast to it,
+        # it would only add casts (an exported session runs its own precision)
+        self._autocast_needed = session is None and self.dtype != torch.float32 and any(
+            p.dtype != self.dtype for p in self.model.parameters() if p.is_floating_point())
 
     @classmethod
     def from_pretrained(
@@ -330,17 +340,30 @@ class RewardScorer:
             else:
                 prepared[pos] = item
         good = [pos for pos in range(len(window)) if prepared[pos] is not None]
-        plan = plan_batches([prepared[pos].length for pos in good], self.max_batch, self.max_tokens)
         pin = self.device.type == "cuda" and self.session is None
-        # an exported graph takes fixed-rank [B, L, ...] inputs; the torch forward may take packed ones
-        collate = self.model.collate if self.session is None else self.model.collate_dense
         batches = []
+
+        def add(members: list[int], batch: dict[str, torch.Tensor]) -> None:
+            batches.append((members, batch_pinned(batch) if pin else batch))
+
+        if self.share_prefixes:
+            items = [prepared[pos] for pos in good]
+            groups, single = group_by_prefix(items, self.model.shared_prefix, max_group=self.max_batch)
+            for chosen in plan_group_batches(groups, [it.length for it in items], self.max_batch, self.max_tokens):
+                add([good[m] for i in chosen for m in groups[i].members],
+                    self.model.collate_groups([([items[m] for m in groups[i].members], groups[i].prefix)
+                                               for i in chosen]))
+            good = [good[p] for p in single]
+        # an exported graph takes fixed-rank [B, L, ...] inputs; the torch forward may take packed ones
+        collate = self.model.collate_for_inference if self.session is None else self.model.collate_dense
+        lengths = [prepared[pos].length for pos in good]
+        if self.session is None and self.model.packs_inference:  # no padding: a batch costs its summed length
+            plan = plan_token_batches(lengths, self._token_budget(), self.max_batch)
+        else:
+            plan = plan_batches(lengths, self.max_batch, self.max_tokens)
         for group in plan:
             members = [good[g] for g in group]
-            batch = collate([prepared[pos] for pos in members])
-            if pin:
-                batch = {k: v.pin_memory() for k, v in batch.items()}
-            batches.append((members, batch))
+            add(members, collate([prepared[pos] for pos in members]))
         return _PreparedWindow(indices, batches, errors, warnings)
 
     def _run_window(self, prepared: _PreparedWindow, with_pooled: bool) -> ScoredWindow:
@@ -350,10 +373,7 @@ class RewardScorer:
         for members, batch in prepared.batches:
             at = torch.tensor(members, dtype=torch.long)
             with torch.inference_mode(), self._autocast():
-                moved = {
-                    k: v.to(self.device, dtype=self.dtype if v.is_floating_point() else None, non_blocking=True)
-                    for k, v in batch.items()
-                }
+                moved = batch_to(batch, self.device, self.dtype)
                 if self.session is not None:
                     rewards[at] = self.session.run(moved).float().cpu()
                     continue
@@ -363,7 +383,15 @@ class RewardScorer:
                     pooled[at] = states.float().cpu()
         return ScoredWindow(prepared.indices, rewards, pooled, prepared.errors, prepared.warnings)
 
+    def _token_budget(self) -> int:
+        """Tokens per packed batch: max_tokens, else runtime.batching.default_token_budget."""
+        if self.max_tokens:
+            return int(self.max_tokens)
+        config = getattr(getattr(self.model, "backbone", None), "config", None)
+        text = getattr(config, "text_config", config)
+        itemsize = torch.empty((), dtype=self.dtype).element_size()
+        return default_token_budget(self.device, self.model.hidden_size, itemsize,
+                                    getattr(text, "intermediate_size", None))
+
     def _autocast(self):
-        if self.dtype == torch.float32:
-            return nullcontext()
-        return torch.autocast(self.device.type, dtype=self.dtype)
+        return torch.autocast(self.device.type, dtype=self.dtype) if self._autocast_needed else nullcontext()
