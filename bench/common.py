@@ -1,4 +1,9 @@
-"""Shared plumbing of the bench/ scripts: best-of timing, the `name | ours | peer | ratio` table."""
+"""Shared plumbing of the bench/ scripts: interleaved rounds, the `name | ours | peer | ratio` table.
+
+A ratio is measured as interleaved rounds (`interleaved_rounds`): each round times every
+contender once, in turn, so slow drift of a shared machine lands on both sides of a ratio alike;
+the row keeps each round's ratio and reports their median.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,10 +27,48 @@ class Row:
     unit: str
     ours: float
     peer: float
+    #: ours/peer of each interleaved round; when given, `ratio` is their median
+    round_ratios: list[float] = field(default_factory=list)
 
     @property
     def ratio(self) -> float:
+        if self.round_ratios:
+            return float(np.median(self.round_ratios))
         return self.ours / self.peer if self.peer > 0 else float("inf")
+
+
+MIN_ROUNDS = 3
+
+
+def interleaved_rounds(runs: dict[str, Callable[[], object]], rounds: int, warm_up: bool = True,
+                       sync: Callable[[], None] | None = None) -> dict[str, list[float]]:
+    """Wall seconds of each run in each of `rounds` rounds (at least MIN_ROUNDS); a round calls
+    every run once, in turn. warm_up: one untimed call of each first; sync: called before every
+    clock read (e.g. torch.cuda.synchronize)."""
+    rounds = max(int(rounds), MIN_ROUNDS)
+    if warm_up:
+        for fn in runs.values():
+            fn()
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, fn in runs.items():
+            if sync:
+                sync()
+            start = time.perf_counter()
+            fn()
+            if sync:
+                sync()
+            seconds[name].append(time.perf_counter() - start)
+    return seconds
+
+
+def rate_row(name: str, unit: str, work: float, ours: list[float], peer: list[float]) -> Row:
+    """A Row of throughputs `work / seconds` from the interleaved rounds of two runs: ours and peer
+    are the median rates, the ratio the median of the per-round ratios."""
+    if len(ours) != len(peer) or not ours:
+        raise ValueError(f"{name}: {len(ours)} rounds of ours but {len(peer)} of the peer")
+    ratios = [p / o for o, p in zip(ours, peer)]
+    return Row(name, unit, work / float(np.median(ours)), work / float(np.median(peer)), ratios)
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -54,7 +97,8 @@ def report(title: str, rows: list[Row], as_json: bool) -> None:
     print(f"{'name':<{width}} | {'ours':>12} | {'peer':>12} | {'ratio':>6} | unit")
     print(f"{'-' * width}-+-{'-' * 12}-+-{'-' * 12}-+-{'-' * 6}-+-----")
     for r in rows:
-        print(f"{r.name:<{width}} | {r.ours:>12.1f} | {r.peer:>12.1f} | {r.ratio:>6.2f} | {r.unit}")
+        rounds = f" | rounds {' '.join(f'{x:.2f}' for x in r.round_ratios)}" if r.round_ratios else ""
+        print(f"{r.name:<{width}} | {r.ours:>12.1f} | {r.peer:>12.1f} | {r.ratio:>6.2f} | {r.unit}{rounds}")
     if as_json:
         print(json.dumps({"rows": [{**asdict(r), "ratio": round(r.ratio, 4)} for r in rows]}))
 

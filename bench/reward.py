@@ -1,49 +1,62 @@
-"""Reward scoring throughput: RewardScorer vs the authors' one-sample-at-a-time evaluator loop.
+"""Reward scoring throughput: RewardScorer vs the authors' processor loop, our one-by-one loop and a plain batched forward.
 
-Same model, same pairs, same run. Pairs are shaped like SDiaReward's: chosen and rejected share a
-context of 1 or 3 turns and differ in the final assistant turn; every turn has text and its own
-TTS clip (flite and espeak-ng voices rendered into a temp folder; no clip is shared by two pairs). The peer does what
-SDiaReward's eval_model.py does per pair: load each clip with librosa at 16 kHz, build the
-inputs of one episode, forward it alone, then the rejected one — batch 1, no overlap. Ours is
-`RewardScorer.score_pairs` (threaded load_many, a pair's two episodes in one window so their
-context clips are featurised once, length-bucketed batches; prefetch overlapping the forward on
-CUDA), in one process (worker processes and Ray actors over a whole manifest are the runtime's
-executors, measured by bench/scale.py). The clips
-are rewritten at 16 kHz first, so neither side resamples (espeak-ng renders at
-22.05 kHz, and librosa's soxr and our resampler differ near Nyquist, which moves log-mel features)
-and the two score lists must agree: the max |difference| is printed, so the speed-up cannot come
-from computing something else.
+Same model, same pairs, same run, interleaved rounds (bench/common.py: every round times every
+contender once, in turn; the ratio is the median of the per-round ratios). Pairs are shaped like
+SDiaReward's: chosen and rejected share a context of 1 or 3 turns and differ in the final
+assistant turn; every turn has text and its own TTS clip (flite and espeak-ng voices rendered into
+a temp folder; no clip is shared by two pairs). The clips are rewritten at 16 kHz first, so no
+side resamples (librosa's soxr and our resampler differ near Nyquist, which moves log-mel
+features) and every contender's scores must agree with the one-by-one loop's: the max |difference|
+is printed, so no speed-up can come from computing something else.
 
-Models: the shipped compact demo model, and a tiny random-weight model in SDiaReward's
-Qwen2.5-Omni thinker layout (its processor pads each clip to 30 s, as theirs does). On CUDA the
-same rows run on the GPU (bf16 for the scorer, as the authors' evaluator uses bf16 there too),
-plus a random-weight model of Qwen2.5-Omni-3B's thinker shape in bf16 (its 3.09 B-parameter
-language model and 0.64 B audio tower; built in memory, no checkpoint): the scorer against the
-loop, and its MFU — the FLOPs of one scoring pass (counted by torch.utils.flop_counter over the
-actual forward, padding included) per second, over the rate of a large bf16 matmul measured on
-the same GPU in the same run.
+Peers, for the tiny random-weight model in SDiaReward's Qwen2.5-Omni thinker layout:
+(a) the authors' processor loop: per episode, clips read with librosa and featurised as their
+    processor does (Qwen2.5-Omni's Whisper front end pads every clip to 300 s: n_samples =
+    300 x 16000), the thinker forward with feature_attention_mask, batch 1;
+(b) our prepare + one-by-one loop: sdscore.audio.load per clip, model.prepare, one forward per
+    episode (batch 1) — and the same loop in N worker processes (model loaded per process, one
+    torch thread each, pairs split evenly, wall time of the whole) when ours runs on N threads;
+(c) a plain Hugging Face batched forward: our loader and prepare, left-padded batches of ours'
+    size in input order (no length bucketing, no prefix sharing), the thinker forward, torch mean
+    pooling and the head.
+Ours is `RewardScorer.score_pairs`, with pair-prefix sharing on and off. MFU counts USEFUL FLOPs
+(`useful_flops`: no padding tokens, causal attention, the audio tower's real frames) per second of
+ours, over the measured matmul rate of the device (bf16 on CUDA, fp32 on CPU) and over the spec
+peak where known (H100 / H200 SXM bf16 dense: 989 TFLOP/s; CPU: n/a).
+
+The shipped compact demo model gets the ours-vs-(b) row. On CUDA the tiny rows run on the GPU,
+plus a random-weight model of Qwen2.5-Omni-3B's thinker shape in bf16 (built in memory): ours vs
+(a), (b), (c) and its MFU — a code path that has not run yet (no GPU lent so far).
 """
 
 from __future__ import annotations
 
+import copy
+import multiprocessing
 import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from common import WORDS, Row, best_seconds, parser, render_tts, report  # noqa: E402
+from common import WORDS, Row, interleaved_rounds, parser, rate_row, render_tts, report  # noqa: E402
 
-from sdscore.models.base import RewardModel  # noqa: E402
+from sdscore.models.base import Prepared, RewardModel, batch_to, left_padded_ids  # noqa: E402
 from sdscore.models.episodes import Episode, Turn  # noqa: E402
 from sdscore.models.loading import load_reward_model  # noqa: E402
 from sdscore.runtime.reward.episode_scorer import RewardScorer  # noqa: E402
+
+#: bf16 dense tensor-core peaks from the vendor's data sheets (SXM parts), FLOP/s
+SPEC_PEAKS = {"H100": 989e12, "H200": 989e12}
+#: the authors' processor pads every clip to this many seconds (Qwen2.5-Omni's chunk_length)
+AUTHORS_CLIP_SECONDS = 300
 
 
 def at_16k(paths: list[str]) -> list[str]:
@@ -81,73 +94,357 @@ def make_pairs(paths: list[str], n_pairs: int, seed: int = 0) -> list[tuple[Epis
 CLIPS_PER_PAIR = 5  # at most: 3 context turns + 2 final turns
 
 
-def peer_loop(model: RewardModel, pairs: list[tuple[Episode, Episode]], loader: str = "librosa") -> np.ndarray:
-    """The authors' evaluator shape: per episode, load each clip (librosa, as their
-    qwen_omni_utils does, or sdscore.audio.load), one-item batch, one forward."""
-    import librosa
+def _on_model(model: RewardModel, batch: dict[str, Any]) -> dict[str, Any]:
+    """The batch on the model's device, floating tensors in its dtype (an adapter's index plan
+    moved by its own .to), as the scorer moves it."""
+    p = next(model.parameters())
+    return batch_to(batch, p.device, p.dtype, non_blocking=False)
 
+
+def _mean_pool_score(model: RewardModel, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """float32 [B]: torch mean pooling over attended positions, then the score head (what a user writes)."""
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    pooled = (hidden * m).sum(1).float() / m.sum(1).float()
+    return model.head(pooled)
+
+
+# ---- (b) our prepare, one episode at a time ---------------------------------------------------
+
+def peer_loop(model: RewardModel, pairs: Sequence[tuple[Episode, Episode]]) -> np.ndarray:
+    """Peer (b): per episode, sdscore.audio.load of each clip, model.prepare, a one-item batch,
+    one forward. float [n, 2] (chosen, rejected) scores."""
     from sdscore.audio import load
 
-    def read(path: str) -> np.ndarray:
-        return librosa.load(path, sr=model.sample_rate)[0] if loader == "librosa" else load(path, model.sample_rate)
-
     def one(e: Episode) -> float:
-        waves = [None if t.audio is None else read(t.audio) for t in e.turns]
+        waves = [None if t.audio is None else load(t.audio, model.sample_rate) for t in e.turns]
         batch = model.collate([model.prepare(e, waves)])
-        device = next(model.parameters()).device
-        dtype = next(model.parameters()).dtype
-        batch = {k: v.to(device, dtype=dtype if v.is_floating_point() else None) for k, v in batch.items()}
         with torch.inference_mode():
-            return float(model(batch)[0])
+            return float(model(_on_model(model, batch))[0])
 
     return np.array([[one(c), one(r)] for c, r in pairs])
 
+
+_WORKER: dict[str, RewardModel] = {}
+
+
+def _worker_start(ckpt: str, base: str, ready) -> None:
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore")
+    _WORKER["model"] = load_reward_model(ckpt, base=base)
+    ready.wait()
+
+
+def _worker_loop(pairs: list[tuple[Episode, Episode]]) -> np.ndarray:
+    return peer_loop(_WORKER["model"], pairs)
+
+
+class ProcessLoop:
+    """Peer (b) in `processes` spawned worker processes, each with its own copy of the checkpoint
+    at ckpt/base and one torch thread; `run` splits the pairs evenly and returns scores in order."""
+
+    def __init__(self, ckpt: str | Path, base: str | Path, processes: int):
+        context = multiprocessing.get_context("spawn")
+        ready = context.Barrier(processes + 1)
+        self.processes = processes
+        self.pool = context.Pool(processes, initializer=_worker_start, initargs=(str(ckpt), str(base), ready))
+        ready.wait()  # every worker has loaded its model: the timed calls start warm
+
+    def run(self, pairs: Sequence[tuple[Episode, Episode]]) -> np.ndarray:
+        chunks = [list(c) for c in np.array_split(np.arange(len(pairs)), self.processes) if len(c)]
+        parts = self.pool.map(_worker_loop, [[pairs[i] for i in c] for c in chunks], chunksize=1)
+        return np.concatenate(parts)
+
+    def close(self) -> None:
+        self.pool.close()
+        self.pool.join()
+
+    def __enter__(self) -> ProcessLoop:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# ---- (a) the authors' processor loop ------------------------------------------------------------
+
+def authors_feature_extractor(model: RewardModel):
+    """The model's Whisper feature extractor set to pad every clip to 300 s, as Qwen2.5-Omni's
+    processor does (chunk_length=300, n_samples = 300 x 16000)."""
+    fe = copy.deepcopy(model.feature_extractor)
+    fe.chunk_length = AUTHORS_CLIP_SECONDS
+    fe.n_samples = AUTHORS_CLIP_SECONDS * int(fe.sampling_rate)
+    fe.nb_max_frames = fe.n_samples // int(fe.hop_length)
+    return fe
+
+
+def authors_loop(model: RewardModel, pairs: Sequence[tuple[Episode, Episode]], fe) -> np.ndarray:
+    """Peer (a): per episode, librosa.load of each clip (their qwen_omni_utils), the chat text,
+    the feature extractor over all clips padded to fe.n_samples with feature_attention_mask, one
+    <|AUDIO|> token per encoder frame, the thinker forward at batch 1, mean pooling, the head."""
+    import librosa
+
+    from sdscore.models.sdiareward_qwen import audio_token_count
+
+    def one(e: Episode) -> float:
+        waves = [None if t.audio is None else librosa.load(t.audio, sr=model.sample_rate)[0] for t in e.turns]
+        text, clips = model.render(e, waves)
+        feats = fe(clips, sampling_rate=fe.sampling_rate, padding="max_length", return_attention_mask=True,
+                   return_tensors="pt")
+        if feats["input_features"].shape[-1] != fe.nb_max_frames:
+            raise RuntimeError(f"the authors' front end gave {feats['input_features'].shape[-1]} frames, "
+                               f"not {fe.nb_max_frames} (300 s)")
+        frames = feats["attention_mask"].sum(-1)
+        ids = torch.tensor(model.tokenizer(text)["input_ids"])
+        repeats = torch.ones_like(ids)
+        repeats[ids == model.audio_token_id] = torch.tensor([audio_token_count(int(f)) for f in frames])
+        ids = torch.repeat_interleave(ids, repeats)[None]
+        batch = _on_model(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+                                  "input_features": feats["input_features"],
+                                  "feature_attention_mask": feats["attention_mask"]})
+        with torch.inference_mode():
+            hidden = model.backbone(**batch, use_cache=False).last_hidden_state
+            return float(_mean_pool_score(model, hidden, batch["attention_mask"])[0])
+
+    return np.array([[one(c), one(r)] for c, r in pairs])
+
+
+# ---- (c) a plain Hugging Face batched forward -----------------------------------------------------
+
+def hf_batched(model: RewardModel, pairs: Sequence[tuple[Episode, Episode]], batch_size: int) -> np.ndarray:
+    """Peer (c): our threaded loader and prepare, then batches of `batch_size` episodes in input
+    order, left-padded ids, clips padded to the batch's longest with feature_attention_mask, the
+    thinker forward, torch mean pooling and the head."""
+    from sdscore.audio import load_many
+
+    episodes = [e for pair in pairs for e in pair]
+    paths = sorted({t.audio for e in episodes for t in e.turns if t.audio is not None})
+    audio = load_many(paths, model.sample_rate)
+    slot = {p: i for i, p in enumerate(paths)}
+    items = [model.prepare(e, [None if t.audio is None else audio[slot[t.audio]] for t in e.turns]) for e in episodes]
+    scores = []
+    for start in range(0, len(items), batch_size):
+        chunk = items[start: start + batch_size]
+        batch = left_padded_ids(chunk, model.pad_token_id)
+        clips = [f for item in chunk for f in item.inputs["features"]]
+        width = max(f.shape[1] for f in clips)
+        batch["input_features"] = torch.stack([torch.nn.functional.pad(f, (0, width - f.shape[1])) for f in clips])
+        batch["feature_attention_mask"] = (torch.arange(width)[None] < torch.tensor([f.shape[1] for f in clips])[:, None]).long()
+        batch = _on_model(model, batch)
+        with torch.inference_mode():
+            hidden = model.backbone(**batch, use_cache=False).last_hidden_state
+            scores.append(_mean_pool_score(model, hidden, batch["attention_mask"]).cpu())
+    return torch.cat(scores).view(-1, 2).numpy()
+
+
+# ---- ours ------------------------------------------------------------------------------------------
 
 def ours(scorer: RewardScorer, pairs) -> np.ndarray:
     chosen, rejected = scorer.score_pairs(pairs)
     return torch.stack([chosen, rejected], 1).float().cpu().numpy()
 
 
-def interleaved(runs: dict[str, Callable[[], np.ndarray]], repeats: int) -> dict[str, tuple[float, np.ndarray]]:
-    """Best wall time and result of each run over `repeats` rounds, every round timing each run
-    once in turn: slow drift of a shared VM then lands on both sides of a ratio alike."""
-    best: dict[str, tuple[float, np.ndarray]] = {}
-    for _ in range(repeats):
-        for name, fn in runs.items():
-            start = time.perf_counter()
-            out = fn()
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
-            seconds = time.perf_counter() - start
-            if name not in best or seconds < best[name][0]:
-                best[name] = (seconds, out)
-    return best
+def scorer_with_sharing(model: RewardModel, share: bool, **options) -> RewardScorer | None:
+    """RewardScorer(share_prefixes=share); None (with a printed note) when this sdscore has no such
+    option and sharing was asked for, a plain scorer when it was not."""
+    try:
+        return RewardScorer(model, share_prefixes=share, **options)
+    except TypeError as error:
+        if "share_prefixes" not in str(error):
+            raise
+        print(f"note: RewardScorer has no share_prefixes option yet ({error}); "
+              f"{'the prefix-sharing rows are skipped' if share else 'the plain scorer runs'}")
+        return None if share else RewardScorer(model, **options)
 
 
-def model_rows(name: str, model: RewardModel, pairs, repeats: int, max_batch: int, device: str) -> list[Row]:
-    """Rows of the in-process scorer against the one-by-one loop (with librosa, and with our loader);
-    every run's scores are compared with the loop's."""
+# ---- FLOPs and MFU -------------------------------------------------------------------------------
+
+def lm_flops(text_config, length: int, causal: bool = True) -> int:
+    """FLOPs of the language model over one unpadded sequence of `length` tokens: 2 x the layers'
+    matmul weights per token, plus attention (QK^T and AV, 2 x 2 x d per query-key pair; causal:
+    the L(L+1)/2 pairs a query sees, else L^2)."""
+    h, inter, layers = int(text_config.hidden_size), int(text_config.intermediate_size), int(text_config.num_hidden_layers)
+    heads, kv = int(text_config.num_attention_heads), int(text_config.num_key_value_heads)
+    head_dim = int(getattr(text_config, "head_dim", None) or h // heads)
+    q = heads * head_dim
+    weights = h * q + 2 * h * kv * head_dim + q * h + 3 * h * inter
+    pairs = length * (length + 1) // 2 if causal else length * length
+    return layers * (2 * weights * length + 4 * q * pairs)
+
+
+def audio_tower_flops(audio_config, frames: int) -> int:
+    """FLOPs of Qwen2.5-Omni's audio tower over one clip of `frames` log-mel frames, as it runs:
+    windows of 2 x n_window frames, conv1 (k=3) on the real frames, conv2 (k=3, stride 2), per
+    layer the projections, the MLP and full attention within each window, then the stride-2
+    average pooling and the output projection."""
+    d, mels, ffn = int(audio_config.d_model), int(audio_config.num_mel_bins), int(audio_config.encoder_ffn_dim)
+    layers, out, window = int(audio_config.encoder_layers), int(audio_config.output_dim), 2 * int(audio_config.n_window)
+    chunks = [window] * (frames // window) + ([frames % window] if frames % window else [])
+    after = [(c - 1) // 2 + 1 for c in chunks]
+    tokens = sum(after)
+    from sdscore.models.sdiareward_qwen import audio_token_count
+
+    total = 2 * mels * d * 3 * frames + 2 * d * d * 3 * tokens
+    total += layers * (2 * (4 * d * d + 2 * d * ffn) * tokens + 4 * d * sum(t * t for t in after))
+    return total + 2 * d * out * audio_token_count(frames)
+
+
+def useful_flops(model: RewardModel, items: Sequence[Prepared], causal: bool = True) -> int:
+    """The FLOPs of scoring each prepared episode alone, unpadded: the audio tower over its clips'
+    real frames, the language model over its tokens (`lm_flops`), the pooling (2 x L x H) and the
+    head. Work prefix sharing skips still counts: this is the task's size, not what a given
+    schedule executes."""
+    config = model.backbone.config
+    total = 0
+    for item in items:
+        total += sum(audio_tower_flops(config.audio_config, int(f.shape[1])) for f in item.inputs["features"])
+        total += lm_flops(config.text_config, item.length, causal) + 2 * (item.length + 1) * model.hidden_size
+    return total
+
+
+def prepared_items(model: RewardModel, pairs: Sequence[tuple[Episode, Episode]]) -> list[Prepared]:
+    from sdscore.audio import load
+
+    return [model.prepare(e, [None if t.audio is None else load(t.audio, model.sample_rate) for t in e.turns])
+            for pair in pairs for e in pair]
+
+
+def counted_flops(fn: Callable[[], object]) -> int:
+    """FLOPs of the torch ops fn() runs (matmuls, convolutions, attention), counted by
+    torch.utils.flop_counter.FlopCounterMode (attention counted dense, padding included)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return int(counter.get_total_flops())
+
+
+def matmul_flops_per_second(device: str, dtype: torch.dtype, n: int | None = None, repeats: int = 10) -> float:
+    """The rate of an n x n x n matmul in `dtype` on `device` (best of `repeats`): the measured MFU
+    denominator (n = 8192 on CUDA, 2048 on a CPU)."""
+    n = n or (8192 if device == "cuda" else 2048)
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    best = float("inf")
+    for _ in range(repeats + 1):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        a @ b
+        if device == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
+
+
+def spec_peak(device: str, dtype: torch.dtype) -> float | None:
+    """The data-sheet bf16 dense peak of the GPU, when its name is in SPEC_PEAKS; None otherwise."""
+    if device != "cuda" or dtype != torch.bfloat16:
+        return None
+    name = torch.cuda.get_device_name()
+    return next((peak for key, peak in SPEC_PEAKS.items() if key in name), None)
+
+
+def mfu_rows(name: str, flops: int, seconds: dict[str, list[float]], device: str, dtype: torch.dtype) -> list[Row]:
+    """Useful GFLOP/s of each of our runs (median over rounds) against the measured matmul rate
+    (ratio = MFU); the spec-peak MFU is printed (n/a when the peak is unknown)."""
+    measured = matmul_flops_per_second(device, dtype)
+    peak = spec_peak(device, dtype)
+    rows = []
+    for run, times in seconds.items():
+        achieved = [flops / s for s in times]
+        rows.append(Row(f"{name}: MFU of {run}, useful FLOPs vs measured {device} {str(dtype)[6:]} matmul",
+                        "GFLOP/s", float(np.median(achieved)) / 1e9, measured / 1e9, [a / measured for a in achieved]))
+        spec = "n/a" if peak is None else f"{float(np.median(achieved)) / peak:.1%} of {peak / 1e12:.0f} TFLOP/s"
+        print(f"{name}, {run}: {flops / 1e9:.2f} useful GFLOP per pass; MFU over the spec peak: {spec}")
+        if peak is not None:
+            rows.append(Row(f"{name}: MFU of {run}, useful FLOPs vs {torch.cuda.get_device_name()} spec peak",
+                            "GFLOP/s", float(np.median(achieved)) / 1e9, peak / 1e9, [a / peak for a in achieved]))
+    return rows
+
+
+# ---- rows --------------------------------------------------------------------------------------
+
+def _keep(outputs: dict[str, np.ndarray], name: str, fn: Callable[[], np.ndarray]) -> Callable[[], None]:
+    def run() -> None:
+        outputs[name] = fn()
+    return run
+
+
+def _agreement(name: str, outputs: dict[str, np.ndarray], reference: str) -> None:
+    for run, scores in outputs.items():
+        if run != reference:
+            diff = float(np.max(np.abs(scores - outputs[reference])))
+            print(f"{name}, {run}: max |score - {reference} score| = {diff:.2e} over {len(scores)} pairs")
+
+
+def model_rows(name: str, model: RewardModel, pairs, rounds: int, max_batch: int, device: str,
+               authors_pairs: int, checkpoint: tuple[Path, Path] | None = None, full: bool = True) -> list[Row]:
+    """Ours (prefix sharing on and off) against peers (b), (c), (b) in N processes (CPU, when a
+    checkpoint is given and N > 1) and (a) on the first `authors_pairs` pairs; MFU rows when full.
+    Every run's scores are compared with the one-by-one loop's."""
     n = len(pairs)
-    scorer = RewardScorer(model, device=device, max_batch=max_batch)
-    peer_loop(model, pairs[:2])  # warm-up: lazy imports, first forwards
-    ours(scorer, pairs[:4])
-    runs = {
-        "ours": lambda: ours(scorer, pairs),
-        "peer": lambda: peer_loop(model, pairs),
-        "peer, our loader": lambda: peer_loop(model, pairs, loader="sdscore"),
-    }
-    best = interleaved(runs, repeats)
-    seconds = {k: v[0] for k, v in best.items()}
-    expected = best["peer"][1]
-    for run in ("ours", "peer, our loader"):
-        print(f"{name}, {run}: max |score - loop score| = {float(np.max(np.abs(best[run][1] - expected))):.2e} "
-              f"over {n} pairs")
-    return [
-        Row(f"{name}: score_pairs vs one-by-one loop, librosa ({device})", "pairs/s", n / seconds["ours"],
-            n / seconds["peer"]),
-        Row(f"{name}: score_pairs vs one-by-one loop, our loader ({device})", "pairs/s", n / seconds["ours"],
-            n / seconds["peer, our loader"]),
-    ]
+    unit = "pairs/s"
+    scorers = {"ours, prefix sharing": scorer_with_sharing(model, True, device=device, max_batch=max_batch),
+               "ours, no sharing": scorer_with_sharing(model, False, device=device, max_batch=max_batch)}
+    scorers = {k: v for k, v in scorers.items() if v is not None}
+    outputs: dict[str, np.ndarray] = {}
+    runs = {k: _keep(outputs, k, lambda s=s: ours(s, pairs)) for k, s in scorers.items()}
+    runs["(b) loop"] = _keep(outputs, "(b) loop", lambda: peer_loop(model, pairs))
+    if not full:
+        seconds = interleaved_rounds(runs, rounds, sync=_sync(device))
+        _agreement(name, outputs, "(b) loop")
+        return [rate_row(f"{name}: {k} vs (b) one-by-one loop ({device})", unit, n, seconds[k], seconds["(b) loop"])
+                for k in scorers]
+    runs["(c) HF batched"] = _keep(outputs, "(c) HF batched", lambda: hf_batched(model, pairs, max_batch))
+    threads = torch.get_num_threads()
+    procs = None
+    if device == "cpu" and checkpoint is not None and threads > 1:
+        procs = ProcessLoop(*checkpoint, processes=threads)
+        runs[f"(b) loop x{threads} processes"] = _keep(outputs, f"(b) loop x{threads} processes", lambda: procs.run(pairs))
+    try:
+        seconds = interleaved_rounds(runs, rounds, sync=_sync(device))
+    finally:
+        if procs is not None:
+            procs.close()
+    _agreement(name, outputs, "(b) loop")
+    rows = []
+    for k in scorers:
+        rows.append(rate_row(f"{name}: {k} vs (b) one-by-one loop ({device})", unit, n, seconds[k], seconds["(b) loop"]))
+    for k in scorers:
+        rows.append(rate_row(f"{name}: {k} vs (c) HF batched, padded ({device})", unit, n, seconds[k],
+                             seconds["(c) HF batched"]))
+    if procs is not None:
+        peer = f"(b) loop x{threads} processes"
+        for k in scorers:
+            rows.append(rate_row(f"{name}: {k} ({threads} threads) vs {peer}", unit, n, seconds[k], seconds[peer]))
+    dtype = next(model.parameters()).dtype
+    rows += mfu_rows(name, useful_flops(model, prepared_items(model, pairs)), {k: seconds[k] for k in scorers}, device, dtype)
+    rows += authors_rows(name, model, pairs[:authors_pairs], scorers, rounds, device)
+    return rows
+
+
+def authors_rows(name: str, model: RewardModel, pairs, scorers: dict[str, RewardScorer], rounds: int,
+                 device: str) -> list[Row]:
+    """Ours against peer (a), the authors' 300-s padded processor loop, on a subset of the pairs
+    (it is slow: every clip costs a 300-s STFT)."""
+    fe = authors_feature_extractor(model)
+    outputs: dict[str, np.ndarray] = {}
+    runs = {k: _keep(outputs, k, lambda s=s: ours(s, pairs)) for k, s in scorers.items()}
+    runs["(a) authors' loop"] = _keep(outputs, "(a) authors' loop", lambda: authors_loop(model, pairs, fe))
+    runs["(b) loop"] = _keep(outputs, "(b) loop", lambda: peer_loop(model, pairs))
+    # no warm-up round (each call of (a) costs a 300-s STFT per clip): ours and (b) ran warm before,
+    # and (a)'s one-off costs (librosa's import, the first STFT) are paid here
+    authors_loop(model, pairs[:0], fe)
+    fe([np.zeros(fe.sampling_rate, np.float32)], sampling_rate=fe.sampling_rate, padding="max_length")
+    seconds = interleaved_rounds(runs, rounds, warm_up=False, sync=_sync(device))
+    subset = f"{len(pairs)} pair{'s' if len(pairs) != 1 else ''}"
+    _agreement(f"{name} ({subset})", outputs, "(b) loop")
+    return [rate_row(f"{name}: {k} vs (a) authors' processor loop, 300-s clips ({device}, {subset})",
+                     "pairs/s", len(pairs), seconds[k], seconds["(a) authors' loop"]) for k in scorers]
+
+
+def _sync(device: str) -> Callable[[], None] | None:
+    return torch.cuda.synchronize if device == "cuda" else None
 
 
 def compact_model() -> RewardModel:
@@ -156,11 +453,10 @@ def compact_model() -> RewardModel:
     return load_reward_model(default_model_dir())
 
 
-def tiny_qwen_model(folder: Path) -> RewardModel:
+def tiny_qwen_checkpoint(folder: Path) -> tuple[Path, Path]:
     from tiny_reward_models import build_tiny_sdiareward
 
-    build_tiny_sdiareward(folder / "ckpt", folder / "base")
-    return load_reward_model(folder / "ckpt", base=folder / "base")
+    return build_tiny_sdiareward(folder / "ckpt", folder / "base")
 
 
 def omni_3b_model(folder: Path, device: str) -> RewardModel:
@@ -181,60 +477,26 @@ def omni_3b_model(folder: Path, device: str) -> RewardModel:
     return model.to(device=device, dtype=torch.bfloat16).eval()
 
 
-def counted_flops(fn: Callable[[], object]) -> int:
-    """FLOPs of the torch ops fn() runs (matmuls, convolutions, attention), counted by
-    torch.utils.flop_counter.FlopCounterMode."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    with FlopCounterMode(display=False) as counter:
-        fn()
-    return int(counter.get_total_flops())
-
-
-def matmul_flops_per_second(device: str, dtype: torch.dtype = torch.bfloat16, n: int = 8192, repeats: int = 20) -> float:
-    """The rate of an n x n x n matmul in `dtype` on `device` (best of `repeats`): the MFU denominator."""
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    best = float("inf")
-    for _ in range(repeats + 1):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        a @ b
-        if device == "cuda":
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - start)
-    return 2 * n**3 / best
-
-
-def mfu_row(name: str, model: RewardModel, pairs, repeats: int, max_batch: int, device: str) -> Row:
-    """Achieved FLOP/s of score_pairs (counted FLOPs / best time) against the measured matmul rate."""
-    scorer = RewardScorer(model, device=device, max_batch=max_batch)
-    ours(scorer, pairs)  # warm-up
-    flops = counted_flops(lambda: ours(scorer, pairs))
-    seconds = best_seconds(lambda: ours(scorer, pairs), repeats)
-    peak = matmul_flops_per_second(device, next(model.parameters()).dtype)
-    return Row(f"{name}: achieved vs {device} matmul TFLOP/s (ratio = MFU)", "TFLOP/s", flops / seconds / 1e12, peak / 1e12)
-
-
 def main() -> None:
     args = parser(__doc__.splitlines()[0]).parse_args()
-    repeats = args.repeats or (1 if args.quick else 3)
+    rounds = args.repeats or 3
     device = "cuda" if torch.cuda.is_available() else "cpu"
     warnings.filterwarnings("ignore")
     with tempfile.TemporaryDirectory(prefix="sdscore-bench-") as folder:
-        n_pairs = 24 if args.quick else 96
+        n_pairs = 16 if args.quick else 96
         paths = render_tts(Path(folder), CLIPS_PER_PAIR * n_pairs, words=(3, 14), espeak_every=3, prefix="r")
         pairs = make_pairs(at_16k(paths), n_pairs)
-        rows = model_rows("compact demo model", compact_model(), pairs, repeats, 16, device)
-        qwen_pairs = pairs[: 6 if args.quick else 24]
-        rows += model_rows("tiny SDiaReward-layout model", tiny_qwen_model(Path(folder)), qwen_pairs, repeats, 8, device)
+        rows = model_rows("compact demo model", compact_model(), pairs, rounds, 16, device, 0, full=False)
+        qwen_pairs = pairs[: 8 if args.quick else 24]
+        authors_pairs = 1 if args.quick else 6
+        checkpoint = tiny_qwen_checkpoint(Path(folder))
+        tiny = load_reward_model(checkpoint[0], base=checkpoint[1])
+        rows += model_rows("tiny SDiaReward-layout model", tiny, qwen_pairs, rounds, 8, device, authors_pairs, checkpoint)
         if device == "cuda":  # unverified: no GPU has been lent to this project yet
-            name = "Qwen2.5-Omni-3B-shaped model (bf16)"
             big = omni_3b_model(Path(folder), device)
-            rows += model_rows(name, big, qwen_pairs, repeats, 8, device)
-            rows.append(mfu_row(name, big, qwen_pairs, repeats, 8, device))
-    report("reward: batched scoring vs the one-sample evaluator loop", rows, args.json)
+            rows += model_rows("Qwen2.5-Omni-3B-shaped model (bf16)", big, qwen_pairs, rounds, 8, device, authors_pairs)
+    report(f"reward: batched scoring vs the authors' loop, the one-by-one loop and a batched HF forward; "
+           f"{rounds} interleaved rounds", rows, args.json)
 
 
 if __name__ == "__main__":
