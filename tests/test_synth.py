@@ -19,7 +19,7 @@ from sdscore.metrics.fusion import fuse
 from sdscore.metrics.ratings import bradley_terry
 from sdscore.synth import build_corpus, clips, render, similarity
 from sdscore.synth.battles import SYSTEMS, build_battles
-from sdscore.synth.build import MANIFESTS
+from sdscore.synth.build import CONSISTENCY_10TURN_TABLE, MANIFESTS
 from sdscore.synth.degrade import DEGRADATIONS, degrade
 from sdscore.synth.judge_items import JUDGE_SYSTEMS
 from sdscore.synth.render import Renderer, Utterance
@@ -36,9 +36,14 @@ def corpus(tmp_path_factory):
     return out, summary, frames
 
 
-def _referenced(frames: dict[str, pl.DataFrame]) -> list[str]:
-    """Every audio path in the manifests, gathered column by column (independent of build.py)."""
+def _referenced(frames: dict[str, pl.DataFrame], extended: pl.DataFrame | None = None) -> list[str]:
+    """Every audio path in the manifests (and the 10-turn consistency set when given), gathered column
+    by column (independent of build.py)."""
     paths: set[str] = set()
+    if extended is not None:
+        for column in ("turn_paths", "candidate_paths"):
+            paths.update(extended[column].explode().drop_nulls())
+        paths.update(extended["reference_path"])
     for side in ("chosen", "rejected"):
         paths.update(frames["reward"][side].explode().struct.field("audio_path"))
     for column in ("turn_paths", "candidate_paths"):
@@ -75,7 +80,8 @@ def _activity(x: np.ndarray, sr: int) -> tuple[np.ndarray, int]:
 
 
 def _hashes(out: Path, frames: dict[str, pl.DataFrame]) -> dict[str, str]:
-    files = [*MANIFESTS.values(), "corpus.json", *_referenced(frames)]
+    files = [*MANIFESTS.values(), CONSISTENCY_10TURN_TABLE, "corpus.json",
+             *_referenced(frames, pl.read_parquet(out / CONSISTENCY_10TURN_TABLE))]
     return {f: hashlib.sha256((out / f).read_bytes()).hexdigest() for f in files}
 
 
@@ -89,17 +95,19 @@ def test_manifests_validate_against_schemas(corpus):
 
 def test_counts_and_summary_match_corpus_json(corpus):
     out, summary, frames = corpus
+    extended = pl.read_parquet(out / CONSISTENCY_10TURN_TABLE)
     assert json.loads((out / "corpus.json").read_text()) == summary
-    assert summary["counts"] == {MANIFESTS[p]: f.height for p, f in frames.items()}
+    assert summary["counts"] == {**{MANIFESTS[p]: f.height for p, f in frames.items()},
+                                 CONSISTENCY_10TURN_TABLE: extended.height}
     assert summary["seed"] == SEED and summary["size"] == "tiny"
-    assert set(summary["files"]) >= set(MANIFESTS.values())
-    assert summary["audio_files"] == len(_referenced(frames))
-    assert set(summary["voices_used"]) <= {p.split("/")[2] for p in _referenced(frames)}
+    assert set(summary["files"]) >= {*MANIFESTS.values(), CONSISTENCY_10TURN_TABLE}
+    assert summary["audio_files"] == len(_referenced(frames, extended))
+    assert set(summary["voices_used"]) <= {p.split("/")[2] for p in _referenced(frames, extended)}
 
 
 def test_every_referenced_audio_file_decodes(corpus):
     out, summary, frames = corpus
-    paths = _referenced(frames)
+    paths = _referenced(frames, pl.read_parquet(out / CONSISTENCY_10TURN_TABLE))
     batch = audio.load_many([out / p for p in paths], sample_rate=16000)
     assert batch.errors == [None] * len(paths)
     lengths = np.diff(batch.offsets)

@@ -1,4 +1,5 @@
-"""Entry point: build the whole synthetic corpus (audio, five manifests, corpus.json) from a seed.
+"""Entry point: build the whole synthetic corpus (audio, five manifests, the 10-turn consistency set,
+corpus.json) from a seed.
 
 Same seed and size give byte-identical files: every random draw comes from a per-protocol
 numpy Generator spawned from the seed, the TTS engines are deterministic, file names are
@@ -20,7 +21,7 @@ from sdscore.atomic_write import write_json
 from sdscore.corpus import TURN, manifest_spec, validate_manifest, write_manifest
 from sdscore.synth import clips, similarity
 from sdscore.synth.battles import build_battles
-from sdscore.synth.consistency_instances import build_consistency
+from sdscore.synth.consistency_instances import DATASET_10TURN, N_TURNS_10TURN, build_consistency
 from sdscore.synth.conversations import CONVERSATIONS_TABLE, build_conversations
 from sdscore.synth.judge_items import build_judge_items
 from sdscore.synth.naturalness_items import (
@@ -46,19 +47,20 @@ class SizeSpec:
     naturalness_items: int
     battle_prompts: int
     conversations: int = 4
+    consistency_speakers_10turn: int = 2  # speakers of the 10-turn consistency set
 
 
 SIZES: dict[str, SizeSpec] = {
-    "tiny": SizeSpec(6, 4, 3, 6, 6, 200, conversations=3),
-    "small": SizeSpec(48, 24, 16, 40, 40, 2500, conversations=4),
-    "medium": SizeSpec(160, 80, 48, 120, 120, 10000, conversations=8),
+    "tiny": SizeSpec(6, 4, 3, 6, 6, 200, conversations=3, consistency_speakers_10turn=2),
+    "small": SizeSpec(48, 24, 16, 40, 40, 2500, conversations=4, consistency_speakers_10turn=8),
+    "medium": SizeSpec(160, 80, 48, 120, 120, 10000, conversations=8, consistency_speakers_10turn=24),
 }
 
 #: Bump when what a seed and size produce changes (draws, layout, semantics of a column), so that a
 #: corpus folder from an older version is rebuilt rather than reused (renders are still reused).
 #: 2: naturalness items answered by two systems, answer_start_time as SPEARBench defines it;
-#: conversations.parquet.
-CORPUS_VERSION = 2
+#: conversations.parquet. 3: consistency_10turn.parquet.
+CORPUS_VERSION = 3
 
 MANIFESTS = {
     "reward": "reward_pairs.parquet",
@@ -67,6 +69,10 @@ MANIFESTS = {
     "naturalness": "naturalness.parquet",
     "arena": "battles.parquet",
 }
+
+#: SpeakerSleuth's extended set: the same instances with ten turns per speaker, its own manifest
+#: (the main consistency.parquet keeps five turns per speaker)
+CONSISTENCY_10TURN_TABLE = "consistency_10turn.parquet"
 
 NOTES = {
     "reward_pairs.parquet": (
@@ -85,6 +91,10 @@ NOTES = {
         "discrimination rows: the four unmasked turns, masked_turn, and the S1/S2/S3 versions of the "
         "masked turn in shuffled order (candidate_scenarios); the correct candidate is S1, the true "
         "ranking S1 > S3 > S2. reference_path: a longer passage in the target voice."
+    ),
+    CONSISTENCY_10TURN_TABLE: (
+        f"SpeakerSleuth's 10-turn set (dataset {DATASET_10TURN}): as consistency.parquet with ten turns per "
+        "target speaker (discrimination rows: nine unmasked turns); its own speakers and draws."
     ),
     "judge_items.parquet": (
         "TRACE/SpeakBench pairs. Per response, content is good iff the answer text is correct, voice "
@@ -172,12 +182,18 @@ def build_corpus(
     conversation_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(len(MANIFESTS) + 1)[-1])
     segments, truth["conversations"] = build_conversations(renderer, conversation_rng, spec.conversations)
     write_manifest(segments, out / CONVERSATIONS_TABLE)
+    # the 10-turn set draws from the next child seed, so the manifests above are unchanged by it
+    extended_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(len(MANIFESTS) + 2)[-1])
+    extended, truth["consistency_10turn"] = build_consistency(
+        renderer, extended_rng, spec.consistency_speakers_10turn, similar, n_turns=N_TURNS_10TURN,
+        dataset=DATASET_10TURN, id_prefix="consistency-10turn")
+    write_manifest(validate_manifest(extended, "consistency", CONSISTENCY_10TURN_TABLE), out / CONSISTENCY_10TURN_TABLE)
 
     for i, (name, filename) in enumerate(MANIFESTS.items()):
         write_manifest(validate_manifest(frames[name], name, filename), out / filename)
         if progress is not None:
             progress("manifests", i + 1, len(MANIFESTS))
-    audio = sorted(audio_paths(frames))
+    audio = sorted(audio_paths(frames) | audio_paths({"consistency": extended}))
     seconds = sum(sf.info(str(out / p)).duration for p in audio)
     summary = {
         "generator": "sdscore.synth",
@@ -185,7 +201,8 @@ def build_corpus(
         "corpus_version": CORPUS_VERSION,
         "seed": seed,
         "size": size,
-        "counts": {MANIFESTS[name]: frames[name].height for name in MANIFESTS},
+        "counts": {**{MANIFESTS[name]: frames[name].height for name in MANIFESTS},
+                   CONSISTENCY_10TURN_TABLE: extended.height},
         "audio_files": len(audio),
         "total_audio_seconds": round(seconds, 3),
         "voices": {v.id: {**v.spec(), "sample_rate": v.sample_rate} for v in VOICES},

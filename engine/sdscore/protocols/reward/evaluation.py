@@ -11,6 +11,7 @@ from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
 from sdscore.metrics._inputs import error_mask
 from sdscore.metrics.preference import correct_column, margin_buckets, reward_summary
+from sdscore.protocols.reward.judge_positions import position_summary
 
 #: The results columns evaluation reads, typed (criterion and subset, both optional, are checked by reward_summary).
 RESULT_COLUMNS = {"chosen_reward": pl.Float64, "rejected_reward": pl.Float64, "margin": pl.Float64,
@@ -37,10 +38,13 @@ def accuracy_by(results: pl.DataFrame, column: str) -> dict | None:
 
 def evaluate_reward(results: pl.DataFrame) -> dict:
     """Table 2 metrics, accuracy per category and per source (SDiaReward's per-category analysis)
-    and per |reward gap| bucket."""
+    and per |reward gap| bucket; for a pairwise audio judge's results also its position bias."""
     metrics = reward_summary(results)
     metrics["by_category"] = accuracy_by(results, "category")
     metrics["by_source"] = accuracy_by(results, "source")
+    positions = position_summary(results)  # an audio-LLM judge's results (score reward --judge openai)
+    if positions is not None:
+        metrics["judge_positions"] = positions
     scored = results.filter(pl.Series(~error_mask(results)))
     if scored.height and {"chosen_reward", "rejected_reward"} <= set(scored.columns):
         gap = np.abs(scored["chosen_reward"].to_numpy() - scored["rejected_reward"].to_numpy())

@@ -5,7 +5,8 @@ rejected_reward, margin (= chosen − rejected), correct, error, warning (e.g. a
 its window; the pair is scored), and optionally the pooled states
 chosen_pooled / rejected_pooled (so a new head can be fitted without re-running the backbone).
 Any scorer that writes these columns can be evaluated. `RewardPairsScorer` is the protocol's
-Scorer (runtime/scorer.py): the runtime streams the manifest through it.
+Scorer (runtime/scorer.py): the runtime streams the manifest through it; with judge="openai" the
+job runs audio_judge.RewardAudioJudgeScorer (an audio LLM's pairwise choice) instead.
 """
 
 from __future__ import annotations
@@ -139,14 +140,35 @@ class RewardPairsScorer:
 
 
 def scoring_job(**settings: Any) -> ScoringJob:
-    """The ScoringJob of `sdscore score reward` (settings: RewardPairsScorer's)."""
+    """The ScoringJob of `sdscore score reward` (settings: RewardPairsScorer's, or with judge="openai"
+    RewardAudioJudgeScorer's, the zero-shot audio-LLM baseline)."""
     from sdscore.checkpoint_files import resolve_device
     from sdscore.models.pretrained import default_model_dir
 
     settings = {k: v for k, v in settings.items() if v is not None}
+    judge = settings.pop("judge", "reward-model")
+    if judge == "openai":
+        return _audio_judge_job(settings)
+    if judge != "reward-model":
+        raise ValueError(f"unknown reward judge {judge!r}; expected 'reward-model' or 'openai'")
     resolve_device(settings.get("device", "auto"))  # a device that is not there stops the run before any work
     settings["model"] = os.path.abspath(settings.get("model") or default_model_dir())
     for name in ("base", "system_prompt"):
         if name in settings:
             settings[name] = os.path.abspath(settings[name])
     return ScoringJob("reward", RewardPairsScorer, settings, volatile=("num_threads",), model_dir=settings["model"])
+
+
+def _audio_judge_job(settings: dict[str, Any]) -> ScoringJob:
+    """The job of the audio-LLM judge; built once here so that a usage error stops the run before any pair."""
+    from sdscore.llm_judges.client import base_url_from_env
+    from sdscore.protocols.reward.audio_judge import RewardAudioJudgeScorer
+
+    for name in ("cache_dir", "prompt_file"):
+        if name in settings:
+            settings[name] = os.path.abspath(settings[name])
+    if "base_url" not in settings:  # the endpoint is part of what produced the answers
+        settings["base_url"] = base_url_from_env()
+    RewardAudioJudgeScorer(**settings).close()
+    # caches, parallelism and deadlines do not change what a reply says
+    return ScoringJob("reward", RewardAudioJudgeScorer, settings, volatile=("cache_dir", "concurrency", "timeout_s"))
