@@ -285,3 +285,19 @@ def test_token_positions_equal_get_rope_index(tiny_dirs, clips):
     rope, _ = model.backbone.get_rope_index(batch["input_ids"], None, None, batch["attention_mask"], False, lengths, None)
     keep = batch["attention_mask"].bool().expand(3, -1, -1)
     assert torch.equal(token_positions(batch["attention_mask"])[keep], rope[keep])
+
+
+def test_cli_option_turns_sharing_off_without_changing_the_resume_settings(tiny_dirs):
+    from sdscore.cli import build_parser
+    from sdscore.protocols.reward.options import score_settings
+    from sdscore.protocols.reward.scoring import scoring_job
+
+    ckpt, base = tiny_dirs["mean"]
+    parser = build_parser()
+    on = parser.parse_args(["score", "reward", "m.parquet", "--out", "o.parquet", "--model", str(ckpt), "--base", str(base)])
+    off = parser.parse_args(["score", "reward", "m.parquet", "--out", "o.parquet", "--model", str(ckpt), "--base", str(base),
+                             "--no-prefix-sharing"])
+    job_on, job_off = scoring_job(**score_settings(on)), scoring_job(**score_settings(off))
+    assert job_on.settings["share_prefixes"] is True and job_off.settings["share_prefixes"] is False
+    assert job_on.score_settings() == job_off.score_settings()  # a resumed run may switch it
+    assert job_off.create().scorer.share_prefixes is False

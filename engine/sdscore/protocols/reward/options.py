@@ -25,7 +25,10 @@ def add_score_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     parser.add_argument("--dtype", default="auto", help="auto (bf16 on GPU, fp32 on CPU) | float32 | bfloat16")
     parser.add_argument("--max-batch", type=int, default=16, help="episodes per forward")
-    parser.add_argument("--max-tokens", type=int, help="cap on batch × longest sequence")
+    parser.add_argument("--max-tokens", type=int, help="cap on positions per batch: batch × longest sequence, or the "
+                        "summed length for models that pack (SDiaReward; default from free device memory)")
+    parser.add_argument("--no-prefix-sharing", action="store_true",
+                        help="score each episode whole (by default a pair's shared context runs once)")
     parser.add_argument("--store-pooled", action="store_true", help="also store pooled states (for --head-only)")
     parser.add_argument("--max-audio-seconds", type=float, default=DEFAULT_MAX_AUDIO_SECONDS,
                         help=MAX_AUDIO_SECONDS_HELP)
@@ -56,4 +59,5 @@ def score_settings(args: argparse.Namespace) -> dict:
         "system_prompt": args.system_prompt, "backend": args.backend,
         "device": args.device, "dtype": args.dtype, "max_batch": args.max_batch, "max_tokens": args.max_tokens,
         "store_pooled": args.store_pooled, "max_audio_seconds": args.max_audio_seconds,
+        "share_prefixes": not args.no_prefix_sharing,
     }

@@ -118,13 +118,13 @@ class RewardPairsScorer:
     Settings: model (folder; default the shipped demo model), base and system_prompt (SDiaReward
     Qwen2.5-Omni checkpoints), backend, device, dtype, max_batch, max_tokens, store_pooled,
     num_threads (audio loading threads), max_audio_seconds (longer audio files are refused per pair;
-    0: no cap)."""
+    0: no cap), share_prefixes (a pair's shared context runs once where the model allows it)."""
 
     def __init__(self, model: str | os.PathLike | None = None, *, base: str | os.PathLike | None = None,
                  system_prompt: str | os.PathLike | None = None, backend: str = "auto", device: str = "auto",
                  dtype: str = "auto", max_batch: int = 16, max_tokens: int | None = None,
                  store_pooled: bool = False, num_threads: int | None = None,
-                 max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS):
+                 max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS, share_prefixes: bool = True):
         from sdscore.models.pretrained import default_model_dir
         from sdscore.runtime.reward.episode_scorer import RewardScorer
 
@@ -133,6 +133,7 @@ class RewardPairsScorer:
         self.scorer = RewardScorer.from_pretrained(
             model or default_model_dir(), backend=backend, device=device, dtype=dtype, model_options=options,
             max_batch=max_batch, max_tokens=max_tokens, num_threads=num_threads, max_audio_seconds=max_audio_seconds,
+            share_prefixes=share_prefixes,
         )
 
     def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
@@ -156,7 +157,9 @@ def scoring_job(**settings: Any) -> ScoringJob:
     for name in ("base", "system_prompt"):
         if name in settings:
             settings[name] = os.path.abspath(settings[name])
-    return ScoringJob("reward", RewardPairsScorer, settings, volatile=("num_threads",), model_dir=settings["model"])
+    # how the work is batched changes no score (tested within 1e-5): a resumed run may differ in it
+    return ScoringJob("reward", RewardPairsScorer, settings, volatile=("num_threads", "share_prefixes"),
+                      model_dir=settings["model"])
 
 
 def _audio_judge_job(settings: dict[str, Any]) -> ScoringJob:
