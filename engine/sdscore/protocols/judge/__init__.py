@@ -2,8 +2,14 @@
 endpoint, a rule baseline, deterministic fusion, and agreement statistics with human labels."""
 
 from sdscore.metrics.fusion import FUSION_RULES, JUDGE_LABELS, fuse, fuse_many
+from sdscore.protocols.judge.blueprint_view import FEATURE_GROUPS
 from sdscore.protocols.judge.interface import DIMENSIONS, Judge, JudgeItem, Verdict
 from sdscore.protocols.judge.llm_judge import LLMJudge
+from sdscore.protocols.judge.overall_replies import (
+    LABEL_MODES,
+    ORIGINAL_LABELS,
+    parse_overall_reply,
+)
 from sdscore.protocols.judge.probes import (
     ablation_flip_rates,
     attribution,
@@ -25,8 +31,11 @@ from sdscore.protocols.judge.scorer import JudgeScorer, scoring_job
 
 __all__ = [
     "DIMENSIONS",
+    "FEATURE_GROUPS",
     "FUSION_RULES",
     "JUDGE_LABELS",
+    "LABEL_MODES",
+    "ORIGINAL_LABELS",
     "PROMPT_MODES",
     "Judge",
     "JudgeItem",
@@ -46,6 +55,7 @@ __all__ = [
     "fuse_many",
     "load_prompt",
     "make_judge",
+    "parse_overall_reply",
     "parse_reply",
     "results_settings",
     "run_eval",

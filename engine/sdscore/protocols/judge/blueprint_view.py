@@ -1,13 +1,14 @@
 """Read a response blueprint's values by name, whether it is laid out as TRACE's Fig. 7 JSON
 (agent_response, agent_audio_quality{...}, agent_audio_properties{...}) or as flat extractor
-columns (transcript, dnsmos_ovrl, pitch_std_hz, ...), and render it in the Fig. 7 layout.
+columns (transcript, dnsmos_ovrl, pitch_std_hz, ...), and render it in the Fig. 7 layout, with
+feature groups left out for TRACE's feature ablation (App. H, Tab. 12).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 _QUALITY = "agent_audio_quality"
@@ -25,6 +26,15 @@ NUMERIC_FIELDS: dict[str, tuple[tuple[str, str], tuple[str, ...]]] = {
     "loudness_std_lu": ((_PROPERTIES, "Std_Dev_Loudness_LUFS"), ("loudness_std_lu",)),
     "speech_rate_wpm": ((_PROPERTIES, "Speech_Rate_WPM"), ("speech_rate_wpm",)),
     "articulation_rate_wpm": ((_PROPERTIES, "Articulation_Rate_WPM"), ("articulation_rate_wpm",)),
+}
+#: TRACE's feature groups (App. H, Tab. 12: "w/o emotion classifier", "w/o accent classifier",
+#: "w/o audio quality", "w/o audio properties") → the Fig. 7 key each one is shown under. The
+#: transcript (agent_response) is not a feature group: no judge runs without it.
+FEATURE_GROUPS: dict[str, str] = {
+    "emotion": "agent_emotion",  # emotion classifier class probabilities
+    "accent": "agent_accent",  # accent classifier similarity scores
+    "quality": _QUALITY,  # DNSMOS SIG/BAK/OVRL and P.808
+    "properties": _PROPERTIES,  # pitch and loudness (mean, std, contour), speech and articulation rate
 }
 _CONTOURS = {
     "Full_Pitch_Contour_Hz": "pitch_contour_hz",
@@ -91,8 +101,23 @@ def _rounded(value: float | None, digits: int = 2) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def trace_view(blueprint: Mapping[str, Any]) -> dict[str, Any]:
-    """The blueprint as TRACE's Fig. 7 object (what the blueprint prompt shows); missing values are null."""
+def check_groups(groups: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Feature-group names (a sequence, or one comma-separated string) checked against FEATURE_GROUPS,
+    in FEATURE_GROUPS' order without repeats; () for None or "" (nothing left out)."""
+    if groups is None:
+        return ()
+    names = [g.strip() for g in groups.split(",")] if isinstance(groups, str) else [str(g).strip() for g in groups]
+    names = [g for g in names if g]
+    unknown = sorted({g for g in names if g not in FEATURE_GROUPS})
+    if unknown:
+        raise ValueError(f"unknown blueprint feature group(s) {unknown}; expected some of {list(FEATURE_GROUPS)}")
+    return tuple(g for g in FEATURE_GROUPS if g in names)
+
+
+def trace_view(blueprint: Mapping[str, Any], drop: Sequence[str] = ()) -> dict[str, Any]:
+    """The blueprint as TRACE's Fig. 7 object (what the blueprint prompt shows); missing values are null.
+    drop: FEATURE_GROUPS names whose keys are left out of the object (the feature ablation)."""
+    dropped = {FEATURE_GROUPS[g] for g in check_groups(drop)}
 
     def value(name: str) -> float | None:
         return _rounded(number(blueprint, name))
@@ -109,10 +134,11 @@ def trace_view(blueprint: Mapping[str, Any]) -> dict[str, Any]:
     }
     quality = {NUMERIC_FIELDS[k][0][1]: value(k) for k in ("dnsmos_sig", "dnsmos_bak", "dnsmos_ovrl", "p808_mos")}
     emotion, accent = scores_of(blueprint, "emotion"), scores_of(blueprint, "accent")
-    return {
+    view = {
         "agent_response": transcript_of(blueprint),
         "agent_emotion": None if emotion is None else {k: round(v, 3) for k, v in emotion.items()},
         "agent_accent": None if accent is None else {k: round(v, 3) for k, v in accent.items()},
         _QUALITY: quality,
         _PROPERTIES: properties,
     }
+    return {key: value for key, value in view.items() if key not in dropped}

@@ -34,17 +34,22 @@ class JudgeItem:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A judge's per-dimension labels for one item, its reasoning and what the reply cost (USD)."""
+    """A judge's labels for one item, its reasoning and what the reply cost (USD): typed labels per
+    dimension (fused into the overall label), or, in the original-label mode, no dimension labels and
+    one ``overall`` label "1" / "2" / "tie" as the judge gave it."""
 
-    content: str
-    voice_quality: str
-    paralinguistics: str
+    content: str | None
+    voice_quality: str | None
+    paralinguistics: str | None
     reasoning: str
     cost: float | None = None
+    overall: str | None = None
 
 
 class Judge(Protocol):
-    """A judge rates many items; a failed item yields its JudgeError and the others go on."""
+    """A judge rates many items; a failed item yields its JudgeError and the others go on. A judge
+    with ``keeps_replies = True`` (the LLM judge) gets a raw_reply results column for replies that
+    did not parse (a ReplyError's ``raw``)."""
 
     name: str
     needs_blueprints: bool

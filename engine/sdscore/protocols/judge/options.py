@@ -8,6 +8,7 @@ from pathlib import Path
 from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS, MAX_AUDIO_SECONDS_HELP
 from sdscore.llm_judges.cli_types import positive_seconds
 from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S
+from sdscore.protocols.judge.blueprint_view import check_groups
 
 
 def add_score_options(parser: argparse.ArgumentParser) -> None:
@@ -19,6 +20,12 @@ def add_score_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=["blueprint", "transcript", "audio"], default="blueprint")
     parser.add_argument("--prompt-file", type=Path, help="your own prompt ([system]/[user] sections)")
     parser.add_argument("--instruction-source", choices=["text", "asr"], default="text")
+    parser.add_argument("--labels", choices=["typed", "original"], default="typed",
+                        help="typed: C/VQ/P labels with typed ties, fused (TRACE); original: one overall "
+                             "1 / 2 / tie label, as the original SpeakBench/S2S-Arena labels (TRACE Tab. 1)")
+    parser.add_argument("--drop-group", metavar="GROUP[,GROUP]", default="",
+                        help="blueprint mode: leave these feature groups out of the blueprints the judge sees "
+                             "(TRACE's feature ablation, Tab. 12): emotion, accent, quality, properties")
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight per worker")
     parser.add_argument("--cache-dir", type=Path, help="blueprint and reply caches")
     parser.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
@@ -31,5 +38,6 @@ def add_score_options(parser: argparse.ArgumentParser) -> None:
 def score_settings(args: argparse.Namespace) -> dict:
     return {"judge": args.judge, "fusion": args.fusion, "base_url": args.base_url, "model": args.model,
             "mode": args.mode, "prompt_file": args.prompt_file, "instruction_source": args.instruction_source,
+            "labels": args.labels, "drop_groups": list(check_groups(args.drop_group)),
             "concurrency": args.concurrency, "cache_dir": args.cache_dir, "timeout_s": args.timeout,
             "max_audio_seconds": args.max_audio_seconds}

@@ -11,6 +11,10 @@ mode); the authors' names are accepted as aliases ({user_prompt}, {model_a_trans
 A prompt file holds a ``[system]`` section and a ``[user]`` section, each header on a line of its
 own; without ``[system]`` the bundled system text is used, and a file with no headers at all is
 the user template.
+
+Label modes: ``typed`` (the bundled ``system.txt`` and ``<mode>.txt``: labels per dimension, typed
+ties) and ``original`` (``original-system.txt`` and ``original-<mode>.txt``: one overall label 1 / 2 /
+tie, TRACE's original-label setting of Tab. 1; our own text written from the paper's description).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sdscore.llm_judges.prompt_files import parse_sections, section_headers
+from sdscore.protocols.judge.overall_replies import LABEL_MODES
 
 PROMPT_MODES = ("blueprint", "transcript", "audio")
 #: slots a template of each mode must contain
@@ -79,8 +84,11 @@ class PromptTemplate:
     system: str
     user: str
     source: str
+    labels: str = "typed"  # the reply the prompt asks for: "typed" per dimension or one "original" label
 
     def __post_init__(self) -> None:
+        if self.labels not in LABEL_MODES:
+            raise ValueError(f"unknown label mode {self.labels!r}; expected one of {list(LABEL_MODES)}")
         slots = {SLOT_ALIASES.get(s, s) for s in _SLOT.findall(self.user)}
         missing = [s for s in REQUIRED_SLOTS[self.mode] if s not in slots]
         if missing:
@@ -127,17 +135,22 @@ def _parts(pieces: list[str | bytes]) -> list[dict[str, Any]]:
     return parts
 
 
-def load_prompt(mode: str = "blueprint", prompt_file: str | os.PathLike | None = None) -> PromptTemplate:
-    """The bundled prompt of mode, or the one in prompt_file (see the module doc for its layout)."""
+def load_prompt(mode: str = "blueprint", prompt_file: str | os.PathLike | None = None,
+                labels: str = "typed") -> PromptTemplate:
+    """The bundled prompt of mode and label mode, or the one in prompt_file (see the module doc)."""
     if mode not in PROMPT_MODES:
         raise ValueError(f"unknown prompt mode {mode!r}; expected one of {list(PROMPT_MODES)}")
-    bundled_system = _bundled("system.txt").strip()
+    if labels not in LABEL_MODES:
+        raise ValueError(f"unknown label mode {labels!r}; expected one of {list(LABEL_MODES)}")
+    prefix = "" if labels == "typed" else f"{labels}-"
+    bundled_system = _bundled(f"{prefix}system.txt").strip()
     if prompt_file is None:
-        return PromptTemplate(mode, bundled_system, _bundled(f"{mode}.txt").strip(), f"bundled {mode} prompt")
+        name = f"bundled {mode} prompt" if labels == "typed" else f"bundled {mode} prompt ({labels} labels)"
+        return PromptTemplate(mode, bundled_system, _bundled(f"{prefix}{mode}.txt").strip(), name, labels)
     path = Path(prompt_file)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: cannot read prompt file ({error})") from error
     system, user = _sections(text, str(path))
-    return PromptTemplate(mode, bundled_system if system is None else system, user, str(path))
+    return PromptTemplate(mode, bundled_system if system is None else system, user, str(path), labels)

@@ -6,6 +6,12 @@ Statistics: accuracy counts an errored row as wrong; κ, confusion matrices and 
 that have a prediction; a dimension without human labels gets None. overall_ci95 is a seeded paired
 bootstrap over the items with a human overall label (the same resampled items for every judge), and
 McNemar (exact, two-sided) compares each pair of judges on those items.
+
+Label modes: a ``typed`` judge is scored on the 4-way labels; an ``original``-label judge (one
+overall 1 / 2 / tie, TRACE Tab. 1) on the 3-way scale, the human typed ties read as one untyped
+"tie", with no per-dimension statistics or P1/P2 probes. Every judge also gets ``untyped_overall``
+(both sides on the 3-way scale), so typed and original-label judges compare on one scale (the
+hackability comparison); McNemar between judges of different modes uses that scale too.
 """
 
 from __future__ import annotations
@@ -21,7 +27,11 @@ import polars as pl
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
 from sdscore.errors import JudgeError
+from sdscore.llm_judges.client import BASE_URL_ENV, DEFAULT_TIMEOUT_S, ChatClient, Price
+from sdscore.llm_judges.reply_error import ReplyError
 from sdscore.metrics.agreement import (
+    THREE_WAY_LABELS,
+    TIE,
     bootstrap_kappa_ci,
     cohen_kappa,
     confusion_matrix,
@@ -29,7 +39,7 @@ from sdscore.metrics.agreement import (
     paired_bootstrap_ci,
 )
 from sdscore.metrics.fusion import FUSION_RULES, JUDGE_LABELS, fuse
-from sdscore.llm_judges.client import BASE_URL_ENV, DEFAULT_TIMEOUT_S, ChatClient, Price
+from sdscore.protocols.judge.blueprint_view import check_groups
 from sdscore.protocols.judge.interface import (
     DIMENSIONS,
     Judge,
@@ -38,6 +48,7 @@ from sdscore.protocols.judge.interface import (
     Verdict,
 )
 from sdscore.protocols.judge.llm_judge import LLMJudge
+from sdscore.protocols.judge.overall_replies import LABEL_MODES, ORIGINAL_LABELS
 from sdscore.protocols.judge.probes import (
     ablation_flip_rates,
     attribution,
@@ -58,6 +69,8 @@ RESULT_SCHEMA = pl.Schema(
         "error": pl.String,
     }
 )
+#: an LLM judge's results also keep, on a row whose reply never parsed, the last reply's text
+RAW_REPLY = "raw_reply"
 JUDGE_KINDS = ("rule", "openai")
 
 
@@ -131,8 +144,10 @@ def score_judge(
     blueprints: Mapping[str, dict] | None = None,
     progress: Progress | None = None,
 ) -> pl.DataFrame:
-    """One row per input row: C/VQ/P labels, fused overall, reasoning, cost, error and the manifest's
-    label columns; blueprints (audio path → blueprint) are built with build_blueprints when not given."""
+    """One row per input row: C/VQ/P labels, fused overall (or the judge's own overall label in the
+    original-label mode, C/VQ/P null), reasoning, cost, error, for an LLM judge raw_reply (the reply of
+    a row whose reply did not parse), and the manifest's label columns; blueprints (audio path →
+    blueprint) are built with build_blueprints when not given."""
     check_fusion(fusion)
     if blueprints is None and (judge.needs_blueprints or judge.needs_instruction_blueprint):
         from sdscore.features.blueprint import build_blueprints
@@ -146,18 +161,22 @@ def score_judge(
         raise JudgeError(f"judge {judge.name} returned {len(verdicts)} verdicts for {len(ready)} items")
     given = iter(verdicts)
     results: list[Verdict | JudgeError] = [next(given) if isinstance(i, JudgeItem) else i for i in items]
-    rows: dict[str, list] = {name: [] for name in RESULT_SCHEMA}
+    schema = RESULT_SCHEMA
+    if getattr(judge, "keeps_replies", False):
+        schema = pl.Schema({**RESULT_SCHEMA, RAW_REPLY: pl.String})
+    rows: dict[str, list] = {name: [] for name in schema}
     for item_id, result in zip(_column(frame, "item_id"), results):
         rows["item_id"].append(None if item_id is None else str(item_id))
         if isinstance(result, Verdict):
             labels = (result.content, result.voice_quality, result.paralinguistics)
-            fused = fuse(*labels, rule=fusion)
-            values = [*labels, fused, result.reasoning, result.cost, None]
+            overall = result.overall if result.overall is not None else fuse(*labels, rule=fusion)
+            values = [*labels, overall, result.reasoning, result.cost, None, None]
         else:
-            values = [None] * 6 + [str(result) or type(result).__name__]
-        for name, value in zip(list(RESULT_SCHEMA)[1:], values):
+            raw = result.raw if isinstance(result, ReplyError) else None
+            values = [None] * 6 + [str(result) or type(result).__name__, raw]
+        for name, value in zip(list(schema)[1:], values):
             rows[name].append(value)
-    out = pl.DataFrame(rows, schema=RESULT_SCHEMA)
+    out = pl.DataFrame(rows, schema=schema)
     labels = [name for name in LABEL_COLUMNS if name in frame.columns]
     return out.with_columns(frame.select(labels).cast(pl.String)) if labels else out
 
@@ -207,44 +226,71 @@ def _nan_to_none(value: float) -> float | None:
     return None if np.isnan(value) else float(value)
 
 
+def _untyped(values: np.ndarray) -> np.ndarray:
+    """Typed ties (both_good, both_bad) as one untyped "tie"; other labels and None unchanged."""
+    return np.array([TIE if v in ("both_good", "both_bad") else v for v in values], dtype=object)
+
+
+def _agreement(truth: np.ndarray, pred: np.ndarray, label_set: Sequence[str], n_boot: int,
+               seed: int) -> tuple[float | None, float | None, list | None, list]:
+    """(accuracy over the labelled items — a missing prediction is wrong —, κ and its bootstrap CI over
+    the items with a prediction, confusion matrix) of one label column."""
+    has_label = np.array([t is not None for t in truth], dtype=bool)
+    both = has_label & np.array([p is not None for p in pred], dtype=bool)
+    accuracy = float(_correct(truth[has_label], pred[has_label]).mean()) if has_label.any() else None
+    kappa = _nan_to_none(cohen_kappa(truth[both], pred[both], label_set)) if both.any() else None
+    ci = None
+    if kappa is not None:
+        ci = list(bootstrap_kappa_ci(truth[both], pred[both], label_set, n_boot=n_boot, seed=seed))
+    return accuracy, kappa, ci, confusion_matrix(truth[both], pred[both], label_set).tolist()
+
+
 def _judge_metrics(frame: pl.DataFrame, labels: Mapping[str, np.ndarray], rule: str, n_boot: int,
-                   seed: int) -> dict[str, Any]:
+                   seed: int, label_mode: str = "typed") -> dict[str, Any]:
     accuracy: dict[str, float | None] = dict.fromkeys(LABEL_COLUMNS)
     kappa: dict[str, float | None] = dict.fromkeys(LABEL_COLUMNS)
     kappa_ci: dict[str, list | None] = dict.fromkeys(LABEL_COLUMNS)
+    original = label_mode == "original"
+    label_set = ORIGINAL_LABELS if original else JUDGE_LABELS
     confusion = {}
     for dimension, truth in labels.items():
+        if original and dimension != "overall":
+            continue  # the judge gave no per-dimension labels
         pred = np.asarray(frame.get_column(f"{dimension}_pred").to_list(), dtype=object)
-        has_label = np.array([t is not None for t in truth])
-        both = has_label & np.array([p is not None for p in pred])
-        accuracy[dimension] = float(_correct(truth[has_label], pred[has_label]).mean()) if has_label.any() else None
-        kappa[dimension] = _nan_to_none(cohen_kappa(truth[both], pred[both])) if both.any() else None
-        if kappa[dimension] is not None:
-            kappa_ci[dimension] = list(bootstrap_kappa_ci(truth[both], pred[both], n_boot=n_boot, seed=seed))
-        confusion[dimension] = confusion_matrix(truth[both], pred[both]).tolist()
-    predicted = frame.filter(pl.col("error").is_null())
-    dims = [np.asarray(predicted.get_column(f"{d}_pred").to_list(), dtype=object) for d in DIMENSIONS]
+        truth = _untyped(truth) if original else truth
+        accuracy[dimension], kappa[dimension], kappa_ci[dimension], confusion[dimension] = _agreement(
+            truth, pred, label_set, n_boot, seed)
+    overall_pred = np.asarray(frame.get_column("overall_pred").to_list(), dtype=object)
+    untyped = _agreement(_untyped(labels["overall"]), _untyped(overall_pred), THREE_WAY_LABELS, n_boot, seed)
     ok = frame.get_column("error").is_null().to_numpy()
-    with_truth = {d: labels[d][ok] for d in ("paralinguistics", "voice_quality") if d in labels}
     overall = labels["overall"]
     scored = ok & np.array([t is not None for t in overall])
+    if original:  # P3 asks only whether a winner was named: an untyped tie names none
+        probes: dict[str, Any] = {"p3": attribution(overall[scored], np.where(
+            overall_pred[scored] == TIE, "both_bad", overall_pred[scored]).astype(object))}
+    else:
+        predicted = frame.filter(pl.col("error").is_null())
+        dims = [np.asarray(predicted.get_column(f"{d}_pred").to_list(), dtype=object) for d in DIMENSIONS]
+        with_truth = {d: labels[d][ok] for d in ("paralinguistics", "voice_quality") if d in labels}
+        probes = {
+            "p1_content_counterfactual": content_counterfactual(
+                *dims, rule=rule, labels=with_truth if len(with_truth) == 2 else None
+            ),
+            "p2_flip_rate": ablation_flip_rates(*dims, rule=rule),
+            "p3": attribution(overall[scored], overall_pred[scored]),
+        }
     costs = frame.get_column("cost").drop_nulls()
     return {
+        "labels": label_mode,
         "n_items": frame.height,
         "n_errors": int(frame.height - ok.sum()),
         "accuracy": accuracy,
         "kappa": kappa,
         "kappa_ci95": kappa_ci,
-        "confusion": {"labels": list(JUDGE_LABELS), **confusion},
-        "probes": {
-            "p1_content_counterfactual": content_counterfactual(
-                *dims, rule=rule, labels=with_truth if len(with_truth) == 2 else None
-            ),
-            "p2_flip_rate": ablation_flip_rates(*dims, rule=rule),
-            "p3": attribution(
-                overall[scored], np.asarray(frame.get_column("overall_pred").to_list(), dtype=object)[scored]
-            ),
-        },
+        "confusion": {"labels": list(label_set), **confusion},
+        "untyped_overall": {"labels": list(THREE_WAY_LABELS), "accuracy": untyped[0], "kappa": untyped[1],
+                            "kappa_ci95": untyped[2]},
+        "probes": probes,
         "cost": {
             "total_usd": float(costs.sum()) if costs.len() else None,
             "usd_per_item": float(costs.sum()) / frame.height if costs.len() and frame.height else None,
@@ -253,42 +299,77 @@ def _judge_metrics(frame: pl.DataFrame, labels: Mapping[str, np.ndarray], rule: 
     }
 
 
+def label_mode_of(frame: pl.DataFrame) -> str:
+    """The label mode of results written without a recorded one: "original" when a prediction is an
+    untyped "tie", or when no row has dimension labels but some row has an overall label."""
+    overall = frame.get_column("overall_pred")
+    if (overall == TIE).any():
+        return "original"
+    dims = [c for c in ("content_pred", "voice_quality_pred", "paralinguistics_pred") if c in frame.columns]
+    if overall.is_not_null().any() and all(frame.get_column(c).is_null().all() for c in dims):
+        return "original"
+    return "typed"
+
+
+def _check_predictions(name: str, frame: pl.DataFrame, mode: str) -> None:
+    label_set = ORIGINAL_LABELS if mode == "original" else JUDGE_LABELS
+    bad = frame.filter(pl.col("overall_pred").is_not_null() & ~pl.col("overall_pred").is_in(list(label_set)))
+    if bad.height:
+        row = bad.row(0, named=True)
+        raise ValueError(f"results of judge {name!r} ({mode} labels): item {row['item_id']} has overall_pred "
+                         f"{row['overall_pred']!r}, expected one of {list(label_set)}")
+
+
 def evaluate_judges(
     results: Mapping[str, pl.DataFrame],
     seed: int = 0,
     n_boot: int = 10_000,
     fusion: str | Mapping[str, str] = "speakbench",
+    labels: str | Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """Agreement of each judge with the human labels (fractions), McNemar between judges, probes and
-    cost; ``fusion`` is the rule each judge's results were fused with (for P1/P2). See the module doc."""
+    cost; ``fusion`` is the rule each judge's results were fused with (for P1/P2), ``labels`` each
+    judge's label mode ("typed" / "original"; None: read from the results, see label_mode_of). See
+    the module doc."""
     frames = _aligned(results)
-    labels = _labels(frames)
+    truth = _labels(frames)
     rules = {name: fusion if isinstance(fusion, str) else fusion.get(name, "speakbench") for name in frames}
     for rule in rules.values():
         check_fusion(rule)
-    has_overall = np.array([t is not None for t in labels["overall"]])
+    given = {name: labels if labels is None or isinstance(labels, str) else labels.get(name) for name in frames}
+    modes = {name: given[name] or label_mode_of(frame) for name, frame in frames.items()}
+    for name, mode in modes.items():
+        if mode not in LABEL_MODES:
+            raise ValueError(f"unknown label mode {mode!r} for judge {name!r}; expected one of {list(LABEL_MODES)}")
+        _check_predictions(name, frames[name], mode)
+    has_overall = np.array([t is not None for t in truth["overall"]])
     if not has_overall.any():
         raise ValueError("no item has a human overall label")
-    correct = {
-        name: _correct(
-            labels["overall"][has_overall],
-            np.asarray(frame.get_column("overall_pred").to_list(), dtype=object)[has_overall],
-        )
-        for name, frame in frames.items()
-    }
+
+    def correct_on(name: str, untyped: bool) -> np.ndarray:
+        pred = np.asarray(frames[name].get_column("overall_pred").to_list(), dtype=object)[has_overall]
+        reference = truth["overall"][has_overall]
+        if untyped:
+            return _correct(_untyped(reference), _untyped(pred))
+        return _correct(reference, pred)
+
+    correct = {name: correct_on(name, modes[name] == "original") for name in frames}
     intervals = paired_bootstrap_ci(correct, n_boot=n_boot, seed=seed)
     judges = {}
     for name, frame in frames.items():
-        metrics = _judge_metrics(frame, labels, rules[name], n_boot, seed)
+        metrics = _judge_metrics(frame, truth, rules[name], n_boot, seed, modes[name])
         metrics["overall_ci95"] = [intervals[name]["lower"], intervals[name]["upper"]]
         metrics["fusion"] = rules[name]
         judges[name] = metrics
     names = list(frames)
-    mcnemar = [
-        {"a": a, "b": b, "p_value": mcnemar_p(correct[a], correct[b])}
-        for i, a in enumerate(names)
-        for b in names[i + 1 :]
-    ]
+    mcnemar = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            if modes[a] == modes[b]:
+                mcnemar.append({"a": a, "b": b, "p_value": mcnemar_p(correct[a], correct[b])})
+            else:  # typed against original labels: both on the untyped scale
+                p_value = mcnemar_p(correct_on(a, True), correct_on(b, True))
+                mcnemar.append({"a": a, "b": b, "p_value": p_value, "scale": "untyped"})
     cost_table = [
         {"judge": name, "overall_accuracy": m["accuracy"].get("overall"), "n_errors": m["n_errors"], **m["cost"]}
         for name, m in judges.items()
@@ -316,11 +397,21 @@ def make_judge(
     prices: Mapping[str, Price] | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_audio_seconds: float | None = None,
+    labels: str = "typed",
+    drop_groups: str | Sequence[str] | None = None,
 ) -> RuleBaselineJudge | LLMJudge:
     """The rule baseline, or an LLM judge at an OpenAI-compatible endpoint (base_url from the argument
     or SDSCORE_JUDGE_BASE_URL / OPENAI_BASE_URL; replies cached under cache_dir/replies);
-    max_audio_seconds caps the files an audio-mode judge sends."""
+    max_audio_seconds caps the files an audio-mode judge sends; labels: "typed" (C/VQ/P, fused) or
+    "original" (one overall 1 / 2 / tie); drop_groups: blueprint feature groups left out of the
+    prompt (blueprint mode; see blueprint_view.FEATURE_GROUPS)."""
+    if labels not in LABEL_MODES:
+        raise ValueError(f"unknown label mode {labels!r}; expected one of {list(LABEL_MODES)}")
+    groups = check_groups(drop_groups)
     if judge == "rule":
+        if labels != "typed" or groups:
+            raise ValueError("the rule judge gives typed labels from the whole blueprint; labels='original' and "
+                             "drop_groups need the openai judge")
         return RuleBaselineJudge(instruction_source=instruction_source)
     if judge != "openai":
         raise ValueError(f"unknown judge {judge!r}; expected one of {list(JUDGE_KINDS)}")
@@ -337,8 +428,8 @@ def make_judge(
         timeout_s=timeout_s,
         cache_dir=None if cache_dir is None else Path(cache_dir) / "replies",
     )
-    return LLMJudge(client, mode, load_prompt(mode, prompt_file), instruction_source, name=f"llm-{mode}",
-                    max_audio_seconds=max_audio_seconds)
+    return LLMJudge(client, mode, load_prompt(mode, prompt_file, labels), instruction_source, name=f"llm-{mode}",
+                    max_audio_seconds=max_audio_seconds, labels=labels, drop_groups=groups)
 
 
 def results_settings(path: str | os.PathLike) -> dict[str, Any]:
@@ -366,8 +457,10 @@ def run_eval(
             raise ValueError(f"{path}: no such results file")
     columns = {**RESULT_SCHEMA, **dict.fromkeys(LABEL_COLUMNS, pl.String)}
     results = {name: read_results(path, columns, required=("item_id", "overall_pred")) for name, path in zip(names, paths)}
-    fusion = {name: results_settings(path).get("fusion", "speakbench") for name, path in zip(names, paths)}
-    metrics = evaluate_judges(results, seed=seed, n_boot=n_boot, fusion=fusion)
+    settings = {name: results_settings(path) for name, path in zip(names, paths)}
+    fusion = {name: settings[name].get("fusion", "speakbench") for name in names}
+    labels = {name: settings[name].get("labels") for name in names}  # None: read from the results
+    metrics = evaluate_judges(results, seed=seed, n_boot=n_boot, fusion=fusion, labels=labels)
     if plots_dir is not None:
         from sdscore.report.judge_plots import plot_confusions
 

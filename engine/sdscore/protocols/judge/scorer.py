@@ -4,7 +4,7 @@ and one blueprint builder, both set up once; each batch of item rows is judged a
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +12,11 @@ import polars as pl
 
 from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
 from sdscore.llm_judges.client import BASE_URL_ENV, DEFAULT_TIMEOUT_S, Price
+from sdscore.protocols.judge.blueprint_view import check_groups
 from sdscore.protocols.judge.llm_judge import LLMJudge
 from sdscore.protocols.judge.protocol import (
-    check_fusion,
     blueprint_paths,
+    check_fusion,
     make_judge,
     score_judge,
 )
@@ -26,13 +27,15 @@ class JudgeScorer:
     """Settings: judge (rule | openai), fusion, base_url, model, mode, prompt_file, instruction_source,
     cache_dir (blueprints and replies, keyed by content), concurrency, prices, max_audio_seconds (longer
     audio files fail their rows; 0: no cap), timeout_s (an LLM judge's deadline per HTTP attempt, from
-    sending the request to the whole reply)."""
+    sending the request to the whole reply), labels ("typed" C/VQ/P, or one "original" overall label),
+    drop_groups (blueprint feature groups left out of the prompt: TRACE's feature ablation)."""
 
     def __init__(self, judge: str = "rule", fusion: str = "speakbench", *, base_url: str | None = None,
                  model: str | None = None, mode: str = "blueprint", prompt_file: str | os.PathLike | None = None,
                  instruction_source: str = "text", cache_dir: str | os.PathLike | None = None,
                  concurrency: int = 8, prices: Mapping[str, Price] | None = None,
-                 max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS, timeout_s: float = DEFAULT_TIMEOUT_S):
+                 max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 labels: str = "typed", drop_groups: Sequence[str] = ()):
         from sdscore.features.blueprint import BlueprintBuilder
 
         check_fusion(fusion)
@@ -40,7 +43,7 @@ class JudgeScorer:
         self.judge = make_judge(
             judge, base_url=base_url, model=model, mode=mode, prompt_file=prompt_file, cache_dir=cache_dir,
             concurrency=concurrency, instruction_source=instruction_source, prices=prices, timeout_s=timeout_s,
-            max_audio_seconds=max_audio_seconds,
+            max_audio_seconds=max_audio_seconds, labels=labels, drop_groups=drop_groups,
         )
         self.blueprints = BlueprintBuilder(cache_dir=None if cache_dir is None else Path(cache_dir) / "blueprints",
                                            max_audio_seconds=max_audio_seconds)
@@ -61,10 +64,15 @@ def scoring_job(**settings: Any) -> ScoringJob:
     needs its endpoint and model, so a usage error stops the run before any scoring."""
     settings = {k: v for k, v in settings.items() if v is not None}
     check_fusion(settings.get("fusion", "speakbench"))
+    if "drop_groups" in settings:  # one spelling in the provenance: a list in FEATURE_GROUPS' order
+        settings["drop_groups"] = list(check_groups(settings["drop_groups"]))
     if settings.get("judge", "rule") == "openai":  # the endpoint is part of what produced the scores
         if "base_url" not in settings:
             settings["base_url"] = next((os.environ[v] for v in BASE_URL_ENV if os.environ.get(v)), None)
         make_judge(**{k: v for k, v in settings.items() if k != "fusion"}).client.close()
+    elif settings.get("labels", "typed") != "typed" or settings.get("drop_groups"):
+        raise ValueError("--labels original and --drop-group need --judge openai (the rule judge gives typed "
+                         "labels from the whole blueprint)")
     for name in ("prompt_file", "cache_dir"):
         if name in settings:
             settings[name] = os.path.abspath(settings[name])
