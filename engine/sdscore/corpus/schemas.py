@@ -111,6 +111,10 @@ BATTLES = pl.Schema(
         "prompt_id": pl.String,  # nullable; the same prompt across swapped orders
         "length_a": pl.Float64,  # nullable: response durations in seconds
         "length_b": pl.Float64,
+        "audio_a_path": pl.String,  # nullable: the answers' audio (an audio judge hears them; durations)
+        "audio_b_path": pl.String,
+        "question_path": pl.String,  # nullable: the question's audio, or its text below
+        "question_text": pl.String,
     }
 )
 
@@ -204,7 +208,7 @@ MANIFESTS: dict[str, ManifestSpec] = {
             id_column="battle_id",
             unique_key=("battle_id",),
             allowed_values={"winner": WINNERS},
-            audio_columns=(),
+            audio_columns=("audio_a_path", "audio_b_path", "question_path"),
         ),
     )
 }

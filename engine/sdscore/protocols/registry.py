@@ -68,7 +68,8 @@ PROTOCOLS: dict[str, ProtocolEntry] = {
         ProtocolEntry("naturalness", "SPEARBench naturalness of answers (timing, intelligibility, prosody)",
                       "sdscore.protocols.naturalness", scores=True,
                       plot_help="folder for the dialect-profile, AVD-scatter and pitch figures", many_results=True),
-        ProtocolEntry("arena", "S2S-Arena ratings from a battles manifest", "sdscore.protocols.arena", scores=False),
+        ProtocolEntry("arena", "S2S-Arena ratings from a battles manifest, and an audio-LLM judge of its battles",
+                      "sdscore.protocols.arena", scores=True),
     )
 }
 

@@ -1,9 +1,13 @@
 """arena (S2S-Arena): ratings and judging biases from a battles manifest — the evaluate step.
 
-Battles need no scoring pass: the manifest already holds each verdict, so `evaluate_arena`
-turns it into online Elo (overall and per domain), Bradley–Terry ratings with bootstrap 95 % CIs,
-the pairwise win-rate matrix, position bias and length bias — per judge, never pooled silently —
-and the judges' agreement with human verdicts and with themselves (S2S-Arena Table 6).
+The manifest already holds each verdict, so `evaluate_arena` turns it into online Elo (overall and
+per domain), Bradley–Terry ratings with bootstrap 95 % CIs, the pairwise win-rate matrix, position
+bias and length bias — per judge, never pooled silently — and the judges' agreement with human
+verdicts and with themselves (S2S-Arena Table 6).
+Answer lengths missing from the manifest are read from the answers' audio (answer_lengths.py).
+
+The one scoring pass is a speech-model judge (`sdscore score arena --judge openai`, audio_judge.py);
+`eval arena` reads its results as battles of the judge beside the manifest's (judge_battles.py).
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ import os
 import polars as pl
 
 from sdscore.atomic_write import write_json
-from sdscore.corpus import read_manifest
 from sdscore.metrics.battle_agreement import (
     inter_annotator_agreement,
     judge_human_agreement,
@@ -28,6 +31,8 @@ from sdscore.metrics.ratings import (
     pairwise_win_rate,
     position_bias,
 )
+from sdscore.protocols.arena.answer_lengths import with_answer_durations
+from sdscore.protocols.arena.judge_battles import read_battles
 
 HUMAN = "human"
 UNKNOWN_JUDGE = "unknown"
@@ -70,7 +75,9 @@ def evaluate_arena(battles: pl.DataFrame, *, n_boot: int = 1000, seed: int = 0, 
     each judge against the human verdicts (accuracy and Cohen's κ, with and without ties) and its
     self-consistency (repeated battles, swapped positions), `inter_annotator` the agreement among
     several human verdicts on one battle. `pool_judges=True` rates all battles together instead.
+    Lengths the battles lack are read from audio_a_path / audio_b_path; files that fail are `warnings`.
     """
+    battles, warnings = with_answer_durations(battles)
     judged = battles.with_columns(pl.col("judge").fill_null(UNKNOWN_JUDGE)) if "judge" in battles.columns \
         else battles.with_columns(pl.lit(UNKNOWN_JUDGE).alias("judge"))
     judges = sorted(judged["judge"].unique().to_list())
@@ -91,6 +98,8 @@ def evaluate_arena(battles: pl.DataFrame, *, n_boot: int = 1000, seed: int = 0, 
     by_judge = {name: rate(name) for name in judges} if len(judges) > 1 or chosen is not None else {}
     top = _ratings(judged, n_boot=n_boot, seed=seed, l2=l2) if chosen is None else by_judge[chosen]
     result = {"judge": "pooled" if chosen is None else chosen, "judges": judges, **top}
+    if warnings:
+        result["warnings"] = warnings
     if len(judges) > 1:
         result["by_judge"] = by_judge
     if "prompt_id" in judged.columns:
@@ -103,8 +112,9 @@ def evaluate_arena(battles: pl.DataFrame, *, n_boot: int = 1000, seed: int = 0, 
 
 
 def run_eval(battles_path: str | os.PathLike, out_json: str | os.PathLike, **options) -> dict:
-    """Read a battles manifest, evaluate it and write METRICS.json atomically."""
-    metrics = evaluate_arena(read_manifest(battles_path, "arena"), **options)
+    """Read a battles manifest (or an audio judge's results), evaluate it and write METRICS.json atomically."""
+    battles, notes = read_battles(battles_path)
+    metrics = {**evaluate_arena(battles, **options), **notes}
     write_json(out_json, metrics)
     return metrics
 
@@ -115,3 +125,10 @@ def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, see
     if plot is not None:
         raise ValueError("eval arena draws no plot; leave out --plot")
     return run_eval(results[0], out_json, seed=seed, judge=judge, pool_judges=pool_judges)
+
+
+def scoring_job(**settings):
+    """`sdscore score arena --judge openai`: the audio judge's ScoringJob (audio_judge.py; imported on use)."""
+    from sdscore.protocols.arena.audio_judge import scoring_job as audio_judge_job
+
+    return audio_judge_job(**settings)

@@ -1,0 +1,11 @@
+"""arena (S2S-Arena): ratings, biases and judge agreement from a battles manifest, and an audio-LLM judge.
+
+evaluation.py: `eval arena` (Elo, Bradley–Terry with CIs, position and length bias, per-judge
+ratings, judge–human agreement); audio_judge.py: `score arena --judge openai`, a speech-model judge
+run on the battles' audio in both orders (options.py, judge_prompt.py + prompts/);
+judge_battles.py: its results read back as battles; answer_lengths.py: answer durations from audio.
+"""
+
+from sdscore.protocols.arena.evaluation import evaluate_arena, evaluate_files, run_eval, scoring_job
+
+__all__ = ["evaluate_arena", "evaluate_files", "run_eval", "scoring_job"]
