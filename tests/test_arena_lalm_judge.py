@@ -278,6 +278,24 @@ def test_cli_score_then_eval_rates_the_judge_beside_the_humans(clips, tmp_path):
                   for _, a, b in MANY if CLIPS[a][1] != CLIPS[b][1]]
     assert metrics["length_bias"]["longer_win_rate"] == pytest.approx(np.mean(longer_won))
     assert metrics["length_bias"]["mean_winner_length"] == pytest.approx(np.mean(winner_seconds), abs=1e-3)
+    # the HTML report reads the judge's results as battles too (the humans' rows beside the judge's)
+    html = tmp_path / "report.html"
+    assert main(["report", "--protocol", "arena", str(tmp_path / "judged.parquet"), "--metrics",
+                 str(tmp_path / "m.json"), "--out", str(html)]) == 0
+    assert MODEL in html.read_text(encoding="utf-8")
+
+
+def test_report_reads_judge_results_with_failed_rows_as_battles(clips, tmp_path):
+    from sdscore.report.html.document import _read_results
+
+    frame = pl.concat([_battles(clips, PAIRS[:2]), _battles(clips, [("p9", "loud", "mid")], audio=False)])
+    with ArenaJudgeServer("loud") as server:
+        results = _score(server, frame)
+    path = tmp_path / "judged.parquet"
+    results.write_parquet(path)
+    battles = _read_results("arena", path)
+    assert sorted(set(battles["judge"].to_list())) == sorted({MODEL, "human"})
+    assert battles.filter(pl.col("judge") == "human").height == frame.height  # the failed row keeps its human verdict
 
 
 # --- length bias from the answers' audio ----------------------------------------------------------

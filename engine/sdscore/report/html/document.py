@@ -41,10 +41,10 @@ _PROVENANCE_ORDER = ("sdscore_version", "protocol", "scorer", "model", "settings
 
 
 def _read_results(protocol: str, path: Path) -> pl.DataFrame:
-    if protocol == "arena":  # arena evaluates the battles manifest itself
-        from sdscore.corpus import read_manifest
+    if protocol == "arena":  # a battles manifest, or an audio judge's results read back as battles
+        from sdscore.protocols.arena.judge_battles import read_battles
 
-        return read_manifest(path, "arena")
+        return read_battles(path)[0]
     from sdscore.corpus.results_file import read_results
 
     return read_results(path, {"error": pl.String})
@@ -60,12 +60,12 @@ def provenance_rows(protocol: str, path: Path) -> list[tuple[str, str]]:
     """(name, value) rows of what produced a results file (its Parquet provenance), or of the file itself."""
     from sdscore.runtime.provenance import read_provenance
 
-    record = read_provenance(path) if protocol != "arena" else {}
+    record = read_provenance(path)
     rows = [("file", str(path.resolve()))]
     if not record:
         stat = path.stat()
         modified = datetime.fromtimestamp(stat.st_mtime, timezone.utc).isoformat(timespec="seconds")
-        note = "battles manifest (arena has no scoring run)" if protocol == "arena" else "no sdscore provenance stored"
+        note = "battles manifest (no scoring run)" if protocol == "arena" else "no sdscore provenance stored"
         return rows + [("kind", note), ("size bytes", str(stat.st_size)), ("modified", modified)]
     keys = [k for k in _PROVENANCE_ORDER if k in record] + [k for k in record if k not in _PROVENANCE_ORDER]
     return rows + [(key, _compact(record[key])) for key in keys]
