@@ -1,7 +1,9 @@
 """Audio seconds decoded + resampled to 16 kHz per second: sdscore.audio.load_many vs the peers.
 
 Peers, on the same files in the same run: a plain soundfile.read + soxr.resample(HQ) loop, the
-same on a thread pool of as many threads as load_many uses, and librosa.load(sr=16000).
+same on a thread pool of as many threads as load_many uses, and librosa.load(sr=16000). All are
+timed in interleaved rounds (common.interleaved_rounds): each row is the median of its per-round
+ratios, so the VM's drift between runs falls on both sides.
 """
 
 from __future__ import annotations
@@ -17,9 +19,8 @@ import soundfile as sf
 import soxr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Row, best_seconds, parser, report  # noqa: E402
-
 import sdscore.audio  # noqa: E402
+from common import Row, interleaved_rounds, parser, rate_row, report  # noqa: E402
 
 TARGET = 16000
 
@@ -53,7 +54,7 @@ def soundfile_soxr(path: str) -> np.ndarray:
 def main() -> None:
     args = parser(__doc__.splitlines()[0]).parse_args()
     count = 40 if args.quick else 200
-    repeats = args.repeats or (2 if args.quick else 3)
+    repeats = args.repeats or 3
     threads = os.cpu_count() or 1
     rng = np.random.default_rng(0)
     rows: list[Row] = []
@@ -61,17 +62,25 @@ def main() -> None:
         for rate in (22050, 44100):
             paths = write_files(Path(tmp), rate, count, rng)
             seconds = sum(sf.info(p).duration for p in paths)
-            ours = seconds / best_seconds(lambda: sdscore.audio.load_many(paths, TARGET, threads), repeats)
-            loop = seconds / best_seconds(lambda: [soundfile_soxr(p) for p in paths], repeats)
-            pooled = seconds / best_seconds(lambda: list(pool.map(soundfile_soxr, paths)), repeats)
-            rows.append(Row(f"load_many vs soundfile+soxr loop, {rate}->16k", "audio s/s", ours, loop))
-            rows.append(Row(f"load_many vs {threads}-thread soundfile+soxr, {rate}->16k", "audio s/s", ours, pooled))
+            runs = {
+                "ours": lambda: sdscore.audio.load_many(paths, TARGET, threads),
+                "loop": lambda: [soundfile_soxr(p) for p in paths],
+                "pooled": lambda: list(pool.map(soundfile_soxr, paths)),
+            }
             if not args.quick or rate == 44100:
                 import librosa
 
-                peer = seconds / best_seconds(lambda: [librosa.load(p, sr=TARGET) for p in paths], repeats)
-                rows.append(Row(f"load_many vs librosa.load loop, {rate}->16k", "audio s/s", ours, peer))
-    report(f"audio: {count} files per rate, {threads} threads, best of {repeats}", rows, args.json)
+                runs["librosa"] = lambda: [librosa.load(p, sr=TARGET) for p in paths]
+            timed = interleaved_rounds(runs, repeats)
+            rows.append(rate_row(f"load_many vs soundfile+soxr loop, {rate}->16k", "audio s/s", seconds,
+                                 timed["ours"], timed["loop"]))
+            rows.append(rate_row(f"load_many vs {threads}-thread soundfile+soxr, {rate}->16k", "audio s/s", seconds,
+                                 timed["ours"], timed["pooled"]))
+            if "librosa" in timed:
+                rows.append(rate_row(f"load_many vs librosa.load loop, {rate}->16k", "audio s/s", seconds,
+                                     timed["ours"], timed["librosa"]))
+    report(f"audio: {count} files per rate, {threads} threads, median of {max(repeats, 3)} interleaved rounds", rows,
+           args.json)
 
 
 if __name__ == "__main__":
