@@ -175,6 +175,21 @@ def base_url_from_env() -> str | None:
     return next((os.environ[v] for v in BASE_URL_ENV if os.environ.get(v)), None)
 
 
+def judge_client(model: str | None, base_url: str | None = None, *, concurrency: int = 8,
+                 cache_dir: str | os.PathLike | None = None, timeout_s: float | None = None,
+                 prices: Mapping[str, Price] | None = None, json_mode: bool = True) -> ChatClient:
+    """The ChatClient of an `--judge openai` run: base_url (else BASE_URL_ENV) and model checked with
+    errors that say what to pass; replies cached under cache_dir/replies."""
+    base_url = base_url or base_url_from_env()
+    if not base_url:
+        raise ValueError(f"the openai judge needs base_url (or {' / '.join(BASE_URL_ENV)} set)")
+    if not model:
+        raise ValueError("the openai judge needs a model name (--model)")
+    options = {} if timeout_s is None else {"timeout_s": timeout_s}
+    return ChatClient(base_url, model, concurrency=concurrency, json_mode=json_mode, prices=prices,
+                      cache_dir=None if cache_dir is None else os.path.join(os.fspath(cache_dir), "replies"), **options)
+
+
 def _retry_after_seconds(value: str | None) -> float | None:
     """Seconds from a Retry-After header (delta-seconds or an HTTP date); None when absent or unreadable."""
     if value is None:

@@ -28,13 +28,7 @@ from sdscore.llm_judges.audio_request import (
     DEFAULT_AUDIO_RATE,
     DEFAULT_MAX_REQUEST_BYTES,
 )
-from sdscore.llm_judges.client import (
-    BASE_URL_ENV,
-    DEFAULT_TIMEOUT_S,
-    ChatClient,
-    Price,
-    base_url_from_env,
-)
+from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S, Price, base_url_from_env, judge_client
 from sdscore.llm_judges.pair_preference import FIRST, SECOND, parse_preference
 from sdscore.llm_judges.reply_error import ReplyError
 from sdscore.protocols.arena.judge_prompt import load_arena_prompt
@@ -81,11 +75,6 @@ class ArenaAudioJudgeScorer:
                  prices: Mapping[str, Price] | None = None, audio_rate: int = DEFAULT_AUDIO_RATE,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS):
-        base_url = base_url or base_url_from_env()
-        if not base_url:
-            raise ValueError(f"the openai judge needs base_url (or {' / '.join(BASE_URL_ENV)} set)")
-        if not model:
-            raise ValueError("the openai judge needs a model name")
         if orders not in ORDERS:
             raise ValueError(f"orders must be one of {list(ORDERS)}, got {orders!r}")
         if isinstance(seed, bool) or not isinstance(seed, int):
@@ -94,9 +83,8 @@ class ArenaAudioJudgeScorer:
         self.model, self.orders, self.allow_ties, self.seed = model, orders, allow_ties, seed
         self.audio_rate, self.max_request_bytes = audio_rate, max_request_bytes
         self.max_audio_seconds = max_audio_seconds or None
-        self.client = ChatClient(base_url, model, concurrency=concurrency, json_mode=False, prices=prices,
-                                 timeout_s=timeout_s,
-                                 cache_dir=None if cache_dir is None else os.path.join(cache_dir, "replies"))
+        self.client = judge_client(model, base_url, concurrency=concurrency, cache_dir=cache_dir, timeout_s=timeout_s,
+                                   prices=prices, json_mode=False)
 
     def _orders_of(self, battle_id: str) -> list[str]:
         if self.orders == "both":

@@ -14,7 +14,7 @@ import polars as pl
 from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
 from sdscore.corpus import CONSISTENCY_INSTANCES
 from sdscore.llm_judges.audio_request import DEFAULT_AUDIO_RATE, DEFAULT_MAX_REQUEST_BYTES
-from sdscore.llm_judges.client import BASE_URL_ENV, DEFAULT_TIMEOUT_S, ChatClient, Price, base_url_from_env
+from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S, Price, judge_client
 from sdscore.protocols.consistency.lalm_judge import LalmConsistencyJudge
 from sdscore.protocols.consistency.protocol import RESULTS, candidate_problem, with_manifest_columns
 
@@ -34,13 +34,8 @@ class LalmConsistencyScorer:
                  prices: Mapping[str, Price] | None = None, audio_rate: int = DEFAULT_AUDIO_RATE,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS):
-        base_url = base_url or base_url_from_env()
-        if not base_url:
-            raise ValueError(f"the openai judge needs base_url (or {' / '.join(BASE_URL_ENV)} set)")
-        if not model:
-            raise ValueError("the openai judge needs a model name")
-        client = ChatClient(base_url, model, concurrency=concurrency, json_mode=False, prices=prices,
-                            timeout_s=timeout_s, cache_dir=None if cache_dir is None else os.path.join(cache_dir, "replies"))
+        client = judge_client(model, base_url, concurrency=concurrency, cache_dir=cache_dir, timeout_s=timeout_s,
+                              prices=prices, json_mode=False)
         try:
             self.judge = LalmConsistencyJudge(
                 client, task, reference=reference, text_context=text_context, per_turn=per_turn,

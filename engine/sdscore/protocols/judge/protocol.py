@@ -27,7 +27,7 @@ import polars as pl
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
 from sdscore.errors import JudgeError
-from sdscore.llm_judges.client import BASE_URL_ENV, DEFAULT_TIMEOUT_S, ChatClient, Price
+from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S, Price, judge_client
 from sdscore.llm_judges.reply_error import ReplyError
 from sdscore.metrics.agreement import (
     THREE_WAY_LABELS,
@@ -415,19 +415,8 @@ def make_judge(
         return RuleBaselineJudge(instruction_source=instruction_source)
     if judge != "openai":
         raise ValueError(f"unknown judge {judge!r}; expected one of {list(JUDGE_KINDS)}")
-    base_url = base_url or next((os.environ[v] for v in BASE_URL_ENV if os.environ.get(v)), None)
-    if not base_url:
-        raise ValueError(f"the openai judge needs base_url (or {' / '.join(BASE_URL_ENV)} set)")
-    if not model:
-        raise ValueError("the openai judge needs a model name")
-    client = ChatClient(
-        base_url,
-        model,
-        concurrency=concurrency,
-        prices=prices,
-        timeout_s=timeout_s,
-        cache_dir=None if cache_dir is None else Path(cache_dir) / "replies",
-    )
+    client = judge_client(model, base_url, concurrency=concurrency, cache_dir=cache_dir, timeout_s=timeout_s,
+                          prices=prices)
     return LLMJudge(client, mode, load_prompt(mode, prompt_file, labels), instruction_source, name=f"llm-{mode}",
                     max_audio_seconds=max_audio_seconds, labels=labels, drop_groups=groups)
 

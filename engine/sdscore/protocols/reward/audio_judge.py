@@ -34,13 +34,7 @@ from sdscore.llm_judges.audio_request import (
     DEFAULT_MAX_REQUEST_BYTES,
     AudioRequest,
 )
-from sdscore.llm_judges.client import (
-    BASE_URL_ENV,
-    DEFAULT_TIMEOUT_S,
-    ChatClient,
-    Price,
-    base_url_from_env,
-)
+from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S, ChatClient, Price, judge_client
 from sdscore.llm_judges.reply_error import ReplyError
 from sdscore.protocols.reward.audio_judge_answers import parse_dialogue_choice
 from sdscore.protocols.reward.audio_judge_prompts import PairPrompt, load_pair_prompt
@@ -179,13 +173,8 @@ class RewardAudioJudgeScorer:
                  prices: Mapping[str, Price] | None = None, audio_rate: int = DEFAULT_AUDIO_RATE,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS):
-        base_url = base_url or base_url_from_env()
-        if not base_url:
-            raise ValueError(f"the openai judge needs base_url (or {' / '.join(BASE_URL_ENV)} set)")
-        if not model:
-            raise ValueError("the openai judge needs a model name (--model)")
-        client = ChatClient(base_url, model, concurrency=concurrency, json_mode=False, prices=prices,
-                            timeout_s=timeout_s, cache_dir=None if cache_dir is None else os.path.join(cache_dir, "replies"))
+        client = judge_client(model, base_url, concurrency=concurrency, cache_dir=cache_dir, timeout_s=timeout_s,
+                              prices=prices, json_mode=False)
         try:
             self.judge = PairwiseAudioJudge(
                 client, orders=orders, seed=seed, prompt_file=None if prompt_file is None else os.fspath(prompt_file),
