@@ -23,6 +23,7 @@ import numpy as np
 
 from sdscore.audio import AudioBatch
 from sdscore.features.extract import ROW_ERRORS, make_extractor
+from sdscore.parent_watch import exit_with_parent
 from sdscore.ragged import pack
 
 _WORKER_EXTRACTORS: list = []
@@ -33,6 +34,7 @@ def _build(names: Sequence[str], options: Mapping[str, Mapping]) -> list:
 
 
 def _init_worker(names: Sequence[str], options: Mapping[str, Mapping]) -> None:
+    exit_with_parent()  # a killed parent leaves no idle workers holding their models
     _WORKER_EXTRACTORS[:] = _build(names, options)
 
 

@@ -23,6 +23,7 @@ from concurrent.futures.process import BrokenProcessPool
 import polars as pl
 
 from sdscore.errors import SdscoreError
+from sdscore.parent_watch import exit_with_parent
 from sdscore.runtime.manifest_windows import ManifestWindows
 from sdscore.runtime.scorer import ScoringJob, check_results
 
@@ -44,6 +45,7 @@ def limit_threads(threads: int) -> None:
 
 def _start_worker(job: ScoringJob, threads: int) -> None:
     global _scorer, _start_error
+    exit_with_parent()  # a killed `sdscore score` leaves no idle workers holding their Scorers
     limit_threads(threads)
     try:
         _scorer = job.create()
