@@ -178,7 +178,7 @@ class SDiaRewardQwenOmni(RewardModel):
         return text, clips
 
     def prepare(self, episode: Episode, audio: Sequence[np.ndarray | None],
-                features_cache: dict[int, tuple[np.ndarray, torch.Tensor]] | None = None) -> Prepared:
+                features_cache: dict[tuple, tuple[np.ndarray, torch.Tensor]] | None = None) -> Prepared:
         """input_ids int64 [L] with each <|AUDIO|> widened to its clip's token count, the clips'
         log-mel features (float32 [n_mels, F] each) and clip_spans int64 [n_clips, 2] (each clip's
         token range in input_ids); length L counts every backbone token. features_cache (a
@@ -235,7 +235,11 @@ class SDiaRewardQwenOmni(RewardModel):
         cache: dict[tuple, tuple[np.ndarray, torch.Tensor]] = {}
         for start in range(0, len(keys), FRONT_END_BATCH):
             chunk = keys[start:start + FRONT_END_BATCH]
-            for key, features in zip(chunk, whisper_log_mel([distinct[k] for k in chunk], self.feature_extractor, device)):
+            try:
+                batch = whisper_log_mel([distinct[k] for k in chunk], self.feature_extractor, device)
+            except (ValueError, RuntimeError):  # these clips go one by one in prepare(), failing only their episodes
+                continue
+            for key, features in zip(chunk, batch):
                 cache[key] = (distinct[key], features)
         out: list[Prepared | Exception] = []
         for episode, waves in zip(episodes, audio):

@@ -137,6 +137,7 @@ class RewardScorer:
         # it would only add casts (an exported session runs its own precision)
         self._autocast_needed = session is None and self.dtype != torch.float32 and any(
             p.dtype != self.dtype for p in self.model.parameters() if p.is_floating_point())
+        self._default_budget: int | None = None
 
     @classmethod
     def from_pretrained(
@@ -384,14 +385,18 @@ class RewardScorer:
         return ScoredWindow(prepared.indices, rewards, pooled, prepared.errors, prepared.warnings)
 
     def _token_budget(self) -> int:
-        """Tokens per packed batch: max_tokens, else runtime.batching.default_token_budget."""
+        """Tokens per packed batch: max_tokens, else runtime.batching.default_token_budget, read once
+        (the first window's: later the caching allocator holds what earlier batches freed, and free
+        device memory would read lower and lower)."""
         if self.max_tokens:
             return int(self.max_tokens)
-        config = getattr(getattr(self.model, "backbone", None), "config", None)
-        text = getattr(config, "text_config", config)
-        itemsize = torch.empty((), dtype=self.dtype).element_size()
-        return default_token_budget(self.device, self.model.hidden_size, itemsize,
-                                    getattr(text, "intermediate_size", None))
+        if self._default_budget is None:
+            config = getattr(getattr(self.model, "backbone", None), "config", None)
+            text = getattr(config, "text_config", config)
+            itemsize = torch.empty((), dtype=self.dtype).element_size()
+            self._default_budget = default_token_budget(self.device, self.model.hidden_size, itemsize,
+                                                        getattr(text, "intermediate_size", None))
+        return self._default_budget
 
     def _autocast(self):
         return torch.autocast(self.device.type, dtype=self.dtype) if self._autocast_needed else nullcontext()
