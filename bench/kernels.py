@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Row, best_seconds, parser, report  # noqa: E402
+from common import Row, best_seconds, interleaved_rounds, parser, rate_row, report  # noqa: E402
 
 from sdscore import kernels  # noqa: E402
 
@@ -43,6 +43,25 @@ def timed(fn: Callable[[], object], device: torch.device, repeats: int) -> float
         call()
     per_call = (time.perf_counter() - start) / 3
     return best_seconds(call, max(repeats, min(200, int(0.25 / per_call))))
+
+
+def paired_row(name: str, unit: str, work: float, ours: Callable[[], object], peer: Callable[[], object],
+               device: torch.device, rounds: int) -> Row:
+    """A Row of `work` per call (e.g. GB read) per second, ours vs peer, from interleaved rounds: each
+    round runs n calls of ours, then n of the peer (n: about 0.1 s of the slower one, at most 200,
+    after three warm-up calls each), and the ratio is the median of the rounds' ratios."""
+    calls = {k: (fn if device.type != "cuda" else (lambda fn=fn: (fn(), torch.cuda.synchronize())))
+             for k, fn in (("ours", ours), ("peer", peer))}
+    slowest = 0.0
+    for call in calls.values():
+        start = time.perf_counter()
+        for _ in range(3):
+            call()
+        slowest = max(slowest, (time.perf_counter() - start) / 3)
+    n = max(1, min(200, int(0.1 / max(slowest, 1e-9))))
+    runs = {k: (lambda call=call: [call() for _ in range(n)]) for k, call in calls.items()}
+    seconds = interleaved_rounds(runs, rounds, warm_up=False)
+    return rate_row(name, unit, work, [t / n for t in seconds["ours"]], [t / n for t in seconds["peer"]])
 
 
 def copy_bandwidth(device: torch.device, repeats: int) -> float:
@@ -156,7 +175,7 @@ def similarity_rows(device: torch.device, quick: bool) -> list[tuple[str, int, C
     ]
 
 
-def attention_rows(quick: bool, repeats: int) -> list[Row]:
+def attention_rows(quick: bool, rounds: int) -> list[Row]:
     """span_attention vs masked SDPA on CPU, at the reward model's head sizes."""
     g = torch.Generator().manual_seed(0)
     rows = []
@@ -172,9 +191,10 @@ def attention_rows(quick: bool, repeats: int) -> list[Row]:
             q, k, v = qkv.permute(2, 0, 3, 1, 4)
             return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :]).transpose(1, 2)
 
-        ours = timed(lambda: kernels.span_attention(qkv, starts, lengths, impl="core"), torch.device("cpu"), repeats)
-        rows.append(Row(f"span_attention vs masked SDPA, B=16 L<={n} H={heads} D={size} ({torch.get_num_threads()} threads)",
-                        "GFLOP/s", flops / ours / 1e9, flops / timed(sdpa, torch.device("cpu"), repeats) / 1e9))
+        rows.append(paired_row(
+            f"span_attention vs masked SDPA, B=16 L<={n} H={heads} D={size} ({torch.get_num_threads()} threads)",
+            "GFLOP/s", flops / 1e9, lambda: kernels.span_attention(qkv, starts, lengths, impl="core"), sdpa,
+            torch.device("cpu"), rounds))
     return rows
 
 
@@ -184,10 +204,10 @@ def main() -> None:
     repeats = args.repeats or (10 if args.quick else 20)
     cases = pooling_rows(device, args.quick) + similarity_rows(device, args.quick)
     rows, fractions = [], []
+    rounds = max(3, args.repeats or (3 if args.quick else 5))
     for name, read, ours, peer in cases:
-        ours_gbs = read / timed(ours, device, repeats) / 1e9
-        rows.append(Row(name, "GB/s", ours_gbs, read / timed(peer, device, repeats) / 1e9))
-        fractions.append(ours_gbs)
+        rows.append(paired_row(name, "GB/s", read / 1e9, ours, peer, device, rounds))
+        fractions.append(rows[-1].ours)
     if device.type == "cuda":
         copy = copy_bandwidth(device, repeats)
         print(f"device copy bandwidth (read + write): {copy:.0f} GB/s")
@@ -198,8 +218,8 @@ def main() -> None:
             "note: no CUDA device, so 'ours' runs the torch reference path; pooling ratios near 1 are "
             "expected (both are eager torch), the similarity ratios measure batching vs Python loops."
         )
-    report(f"kernels on {device.type}, best of {repeats}", rows, args.json)
-    report(f"CPU attention, best of {repeats}", attention_rows(args.quick, repeats), args.json)
+    report(f"kernels on {device.type}, median of {rounds} interleaved rounds", rows, args.json)
+    report(f"CPU attention, median of {rounds} interleaved rounds", attention_rows(args.quick, rounds), args.json)
 
 
 if __name__ == "__main__":
