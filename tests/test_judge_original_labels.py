@@ -281,3 +281,12 @@ def test_fake_judge_answering_the_human_labels_agrees_fully_through_score_and_ev
                for f, t in zip(fused, frame["overall"]))
     assert humans["untyped_overall"]["accuracy"] == pytest.approx(hits / 497)
     assert metrics["mcnemar"][0]["scale"] == "untyped" and 0.0 <= metrics["mcnemar"][0]["p_value"] <= 1.0
+    # the HTML report shows both judges on the untyped scale (the hackability table)
+    from sdscore.cli import main
+
+    html = tmp_path / "report.html"
+    assert main(["report", "--protocol", "judge", str(tmp_path / "original.parquet"), str(tmp_path / "typed.parquet"),
+                 "--metrics", str(tmp_path / "m.json"), "--out", str(html)]) == 0
+    page = html.read_text(encoding="utf-8")
+    assert "Every judge on the untyped 3-way scale" in page
+    assert page.count("untyped_overall") >= 2 * 4  # accuracy, κ and its CI cells of both judges carry their paths

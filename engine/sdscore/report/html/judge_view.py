@@ -47,6 +47,16 @@ def build(ctx: ViewContext) -> tuple[Table, list]:
                                                                  "κ CI high"], dims,
                         "— where the items have no human label for the dimension (or κ is undefined); κ CI: "
                         "bootstrap over the items, the same resamples as the accuracy CIs."))
+    untyped = [[text(name), text(m["judges"][name].get("labels", "typed")),
+                optional_metric(s, m, ("judges", name, "untyped_overall", "accuracy")),
+                optional_metric(s, m, ("judges", name, "untyped_overall", "kappa")),
+                *ci_cells(s, m, ("judges", name, "untyped_overall", "kappa_ci95"))]
+               for name in judges if "untyped_overall" in m["judges"][name]]
+    if untyped:
+        blocks.append(Table("Every judge on the untyped 3-way scale (1 / 2 / tie)",
+                            ["judge", "labels", "accuracy", "κ", "κ CI low", "κ CI high"], untyped,
+                            "Typed ties (both good / both bad) read as one tie on both sides, so typed and "
+                            "original-label judges compare on one scale — TRACE's hackability table."))
     from sdscore.report.judge_plots import plot_judge_confusion
 
     for name in judges:
