@@ -28,9 +28,10 @@ from sdscore.llm_judges.audio_request import (
     DEFAULT_AUDIO_RATE,
     DEFAULT_MAX_REQUEST_BYTES,
 )
-from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S, Price, base_url_from_env, judge_client
+from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S, Price, judge_client
 from sdscore.llm_judges.pair_preference import FIRST, SECOND, parse_preference
 from sdscore.llm_judges.reply_error import ReplyError
+from sdscore.llm_judges.scoring_jobs import judge_job
 from sdscore.protocols.arena.judge_prompt import load_arena_prompt
 from sdscore.runtime.scorer import ScoringJob
 
@@ -167,11 +168,4 @@ def scoring_job(**settings: Any) -> ScoringJob:
     judge = settings.pop("judge", "openai")
     if judge != "openai":
         raise ValueError(f"unknown arena judge {judge!r}; expected 'openai' (battles need no other scoring)")
-    for name in ("cache_dir", "prompt_file"):
-        if name in settings:
-            settings[name] = os.path.abspath(settings[name])
-    if "base_url" not in settings:  # the endpoint is part of what produced the verdicts
-        settings["base_url"] = base_url_from_env()
-    ArenaAudioJudgeScorer(**settings).close()
-    # caches, parallelism and deadlines do not change what a reply says
-    return ScoringJob("arena", ArenaAudioJudgeScorer, settings, volatile=("cache_dir", "concurrency", "timeout_s"))
+    return judge_job("arena", ArenaAudioJudgeScorer, settings)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from sdscore.llm_judges.client import base_url_from_env
+from sdscore.llm_judges.scoring_jobs import judge_job
 from sdscore.protocols.consistency.protocol import ConsistencyScorer, check_method
 from sdscore.runtime.scorer import ScoringJob
 
@@ -19,18 +19,13 @@ def scoring_job(**settings: Any) -> ScoringJob:
     judge = settings.pop("judge", "embedding")
     if judge not in JUDGES:
         raise ValueError(f"unknown consistency judge {judge!r}; expected one of {list(JUDGES)}")
-    for name in ("model_dir", "cache_dir", "prompt_file"):
-        if name in settings:
-            settings[name] = os.path.abspath(settings[name])
     if judge == "openai":
         from sdscore.protocols.consistency.lalm_scorer import LalmConsistencyScorer
 
-        if "base_url" not in settings:  # the endpoint is part of what produced the answers
-            settings["base_url"] = base_url_from_env()
-        LalmConsistencyScorer(**settings).close()
-        # caches, parallelism and deadlines do not change what a reply says: a resumed run may differ
-        return ScoringJob("consistency", LalmConsistencyScorer, settings,
-                          volatile=("cache_dir", "concurrency", "timeout_s"))
+        return judge_job("consistency", LalmConsistencyScorer, settings)
+    for name in ("model_dir", "cache_dir"):
+        if name in settings:
+            settings[name] = os.path.abspath(settings[name])
     check_method(settings.get("method", "pairwise"), settings.get("threshold"))
     return ScoringJob("consistency", ConsistencyScorer, settings, volatile=("cache_dir",),
                       model_dir=settings.get("model_dir"))

@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 
 from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
-from sdscore.llm_judges.client import BASE_URL_ENV, DEFAULT_TIMEOUT_S, Price
+from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S, Price, base_url_from_env
 from sdscore.protocols.judge.blueprint_view import check_groups
 from sdscore.protocols.judge.llm_judge import LLMJudge
 from sdscore.protocols.judge.protocol import (
@@ -68,7 +68,7 @@ def scoring_job(**settings: Any) -> ScoringJob:
         settings["drop_groups"] = list(check_groups(settings["drop_groups"]))
     if settings.get("judge", "rule") == "openai":  # the endpoint is part of what produced the scores
         if "base_url" not in settings:
-            settings["base_url"] = next((os.environ[v] for v in BASE_URL_ENV if os.environ.get(v)), None)
+            settings["base_url"] = base_url_from_env()
         make_judge(**{k: v for k, v in settings.items() if k != "fusion"}).client.close()
     elif settings.get("labels", "typed") != "typed" or settings.get("drop_groups"):
         raise ValueError("--labels original and --drop-group need --judge openai (the rule judge gives typed "

@@ -164,14 +164,7 @@ def scoring_job(**settings: Any) -> ScoringJob:
 
 def _audio_judge_job(settings: dict[str, Any]) -> ScoringJob:
     """The job of the audio-LLM judge; built once here so that a usage error stops the run before any pair."""
-    from sdscore.llm_judges.client import base_url_from_env
+    from sdscore.llm_judges.scoring_jobs import judge_job
     from sdscore.protocols.reward.audio_judge import RewardAudioJudgeScorer
 
-    for name in ("cache_dir", "prompt_file"):
-        if name in settings:
-            settings[name] = os.path.abspath(settings[name])
-    if "base_url" not in settings:  # the endpoint is part of what produced the answers
-        settings["base_url"] = base_url_from_env()
-    RewardAudioJudgeScorer(**settings).close()
-    # caches, parallelism and deadlines do not change what a reply says
-    return ScoringJob("reward", RewardAudioJudgeScorer, settings, volatile=("cache_dir", "concurrency", "timeout_s"))
+    return judge_job("reward", RewardAudioJudgeScorer, settings)
