@@ -18,7 +18,7 @@ import threading
 
 import numpy as np
 import soundfile as sf
-from judge_server import ChatServer, Reply, completion
+from judge_server import ChatServer, Reply, audio_parts, completion
 
 TIE_RATIO = 1.05
 
@@ -31,16 +31,11 @@ def rms(wav_b64: str) -> float:
 
 def labelled_clips(body: dict) -> tuple[str, list[tuple[str, float]]]:
     """(all text of the user message, [(label, rms)]) in order: "first", "second" or "question"."""
-    content = body["messages"][-1]["content"]
-    text, clips, before = "", [], ""
-    for part in content:
-        if part["type"] == "text":
-            text += part["text"] + "\n"
-            before = part["text"]
-            continue
+    text, parts = audio_parts(body)
+    clips = []
+    for before, part in parts:
         found = re.findall(r"(First|Second) answer", before)
         clips.append((found[-1].lower() if found else "question", rms(part["input_audio"]["data"])))
-        before = ""
     return text, clips
 
 

@@ -38,6 +38,21 @@ def completion(content: str, prompt_tokens: int = 100, completion_tokens: int = 
     return Reply(body={"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}], "usage": usage})
 
 
+def audio_parts(body: dict) -> tuple[str, list[tuple[str, dict]]]:
+    """(all text of the request's user message, [(the text just before the clip, the audio part)]) in
+    order: how the fake judges find which clip is which (each labels it from that text)."""
+    content = body["messages"][-1]["content"]
+    text, clips, before = "", [], ""
+    for part in content if isinstance(content, list) else [{"type": "text", "text": content}]:
+        if part["type"] == "text":
+            text += part["text"] + "\n"
+            before = part["text"]
+            continue
+        clips.append((before, part))
+        before = ""
+    return text, clips
+
+
 def labels_json(content="1", voice_quality="both_good", paralinguistics="2", reasoning="ok") -> str:
     return json.dumps(
         {"reasoning": reasoning, "content": content, "voice_quality": voice_quality, "paralinguistics": paralinguistics}

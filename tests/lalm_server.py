@@ -23,7 +23,7 @@ import threading
 import numpy as np
 import soundfile as sf
 
-from judge_server import ChatServer, Reply, completion
+from judge_server import ChatServer, Reply, audio_parts, completion
 
 SAME_RATIO = 1.1
 _LABEL = re.compile(r"Turn (\d+)|Option ([A-Z])|(sample of|anchor)")
@@ -54,13 +54,9 @@ def pitch_hz(wav_b64: str) -> float:
 def labelled_clips(body: dict) -> tuple[str, list[tuple[str, float, dict]]]:
     """(all text of the user message, [(label, pitch, audio part)]) in order: label "turn N", "option X"
     or "reference" from the last label in the text before the clip."""
-    content = body["messages"][-1]["content"]
-    text, clips, before = "", [], ""
-    for part in content if isinstance(content, list) else [{"type": "text", "text": content}]:
-        if part["type"] == "text":
-            text += part["text"] + "\n"
-            before = part["text"]
-            continue
+    text, parts = audio_parts(body)
+    clips = []
+    for before, part in parts:
         matches = list(_LABEL.finditer(before))
         last = matches[-1] if matches else None
         if last is None or last.group(3):
@@ -70,7 +66,6 @@ def labelled_clips(body: dict) -> tuple[str, list[tuple[str, float, dict]]]:
         else:
             label = f"option {last.group(2)}"
         clips.append((label, pitch_hz(part["input_audio"]["data"]), part))
-        before = ""
     return text, clips
 
 

@@ -20,7 +20,7 @@ import threading
 import numpy as np
 import soundfile as sf
 
-from judge_server import ChatServer, Reply, completion
+from judge_server import ChatServer, Reply, audio_parts, completion
 
 _LABEL = re.compile(r"Dialogue (\d+), turn (\d+) \((\w+)\)")
 
@@ -32,20 +32,15 @@ def decode(wav_b64: str) -> tuple[np.ndarray, int]:
 
 def labelled_clips(body: dict) -> tuple[str, list[dict]]:
     """(the user message's text, [{dialogue, turn, role, rms, seconds, hz}]) in order."""
-    content = body["messages"][-1]["content"]
-    text, clips, before = "", [], ""
-    for part in content:
-        if part["type"] == "text":
-            text += part["text"] + "\n"
-            before = part["text"]
-            continue
+    text, parts = audio_parts(body)
+    clips = []
+    for before, part in parts:
         label = list(_LABEL.finditer(before))[-1]
         samples, rate = decode(part["input_audio"]["data"])
         spectrum = np.abs(np.fft.rfft(samples * np.hanning(samples.size)))
         clips.append({"dialogue": int(label.group(1)), "turn": int(label.group(2)), "role": label.group(3),
                       "rms": float(np.sqrt(np.mean(samples**2))), "seconds": samples.size / rate,
                       "hz": float(np.fft.rfftfreq(samples.size, 1 / rate)[int(np.argmax(spectrum))])})
-        before = ""
     return text, clips
 
 
