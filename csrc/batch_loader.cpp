@@ -7,8 +7,6 @@
 // length) and keep their file/decode buffers across files.
 #include "batch_loader.hpp"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -25,7 +23,6 @@ namespace sdscore {
 namespace {
 
 constexpr size_t kHeaderProbeBytes = 64 * 1024;
-constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 struct WorkerScratch {
   ByteBuffer file;
@@ -129,26 +126,6 @@ void fill_one(const std::string& path, const ItemPlan& plan, uint32_t sample_rat
   resample(scratch.decoded.data(), info.frames, info.sample_rate, sample_rate, out);
 }
 
-// Large buffers are 2 MiB aligned and marked for transparent huge pages: first-touch page
-// faults are then ~500x fewer, which matters when several threads fill the buffer at once.
-FloatBuffer allocate_floats(size_t count) {
-  if (count == 0) return nullptr;
-  if (count > SIZE_MAX / sizeof(float) - kHugePageBytes) throw std::bad_alloc();
-  const size_t bytes = count * sizeof(float);
-  void* p = nullptr;
-  if (bytes >= kHugePageBytes) {
-    const size_t rounded = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-    if (posix_memalign(&p, kHugePageBytes, rounded) != 0) throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-    madvise(p, rounded, MADV_HUGEPAGE);  // a hint; failure only costs speed
-#endif
-  } else {
-    p = std::malloc(bytes);
-    if (p == nullptr) throw std::bad_alloc();
-  }
-  return FloatBuffer(static_cast<float*>(p));
-}
-
 }  // namespace
 
 LoadedBatch load_batch(const std::vector<std::string>& paths, uint32_t sample_rate,
@@ -171,7 +148,7 @@ LoadedBatch load_batch(const std::vector<std::string>& paths, uint32_t sample_ra
   std::vector<int64_t> planned(n + 1, 0);
   for (size_t i = 0; i < n; ++i)
     planned[i + 1] = planned[i] + static_cast<int64_t>(batch.failed[i] ? 0 : plans[i].length);
-  batch.data = allocate_floats(static_cast<size_t>(planned[n]));
+  batch.data = FloatBuffer(acquire_floats(static_cast<size_t>(planned[n])));
 
   std::vector<uint8_t> failed_in_plan = batch.failed;
   parallel_for(n, threads, [&] {

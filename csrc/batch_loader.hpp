@@ -5,18 +5,20 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "buffer_cache.hpp"
+
 namespace sdscore {
 
-// Heap float array released with std::free, so its ownership can pass to a numpy array.
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
+// A float array from acquire_floats, given back with release_floats (also by the numpy array
+// its ownership passes to).
+struct ReleaseDeleter {
+  void operator()(float* p) const { release_floats(p); }
 };
-using FloatBuffer = std::unique_ptr<float, FreeDeleter>;
+using FloatBuffer = std::unique_ptr<float, ReleaseDeleter>;
 
 struct LoadedBatch {
   FloatBuffer data;              // offsets.back() samples (null when there are none)

@@ -100,7 +100,7 @@ py::array_t<float> resample_array(
 // Hands the buffer to numpy without a copy; the array frees it.
 py::array_t<float> to_numpy(FloatBuffer data, int64_t size) {
   if (size == 0) return py::array_t<float>(0);
-  py::capsule owner(data.get(), [](void* p) { std::free(p); });
+  py::capsule owner(data.get(), [](void* p) { release_floats(static_cast<float*>(p)); });
   float* ptr = data.release();
   return py::array_t<float>({static_cast<py::ssize_t>(size)}, {sizeof(float)}, ptr, owner);
 }

@@ -86,6 +86,35 @@ double kaiser_length(const Edges& e) {
   return (kStopbandDb - 7.95) / (2.285 * 2.0 * kPi * (e.stop - e.pass));
 }
 
+// The blocked copy described in filter_bank.hpp: blocks of 4 outputs when 4 divides up, of 2
+// when 2 does (odd `up` banks keep only the plain rows).
+void add_blocked_copy(FilterBank& bank) {
+  const uint64_t up = bank.up, down = bank.down;
+  const uint32_t g = up % 4 == 0 ? 4 : up % 2 == 0 ? 2 : 0;
+  if (g == 0) return;
+  uint64_t inverse = 0;
+  while ((inverse * down) % up != 1 % up) ++inverse;  // up <= kMaxExactPhases: a short search
+  // The largest whole-sample advance inside a block sets how far its rows reach.
+  uint64_t reach = 0;
+  for (uint64_t j = 0; j < up; j += g) reach = std::max(reach, ((j + g - 1) * down) / up - (j * down) / up);
+  bank.block_g = g;
+  bank.down_inverse = static_cast<uint32_t>(inverse);
+  bank.block_taps = (bank.taps + reach + 15) / 16 * 16;
+  const size_t blocks = up / g, width = bank.block_taps;
+  bank.block_start.resize(blocks);
+  bank.block_coeffs.assign(blocks * g * width, 0.0f);
+  for (size_t b = 0; b < blocks; ++b) {
+    const uint64_t first = b * g;
+    bank.block_start[b] = static_cast<uint32_t>((first * down) / up);
+    for (uint32_t r = 0; r < g; ++r) {
+      const uint64_t j = first + r;
+      const size_t shift = (j * down) / up - bank.block_start[b];
+      const float* row = &bank.coeffs[((j * down) % up) * bank.taps];
+      std::copy(row, row + bank.taps, &bank.block_coeffs[(b * g + r) * width + shift]);
+    }
+  }
+}
+
 std::shared_ptr<const FilterBank> design_bank(uint32_t sr_in, uint32_t sr_out, uint32_t keep_hz) {
   auto bank = std::make_shared<FilterBank>();
   const uint32_t g = std::gcd(sr_in, sr_out);
@@ -126,6 +155,7 @@ std::shared_ptr<const FilterBank> design_bank(uint32_t sr_in, uint32_t sr_out, u
     for (uint32_t p = 0; p < bank->rows; ++p)
       design_row(static_cast<double>(p) / bank->up, cutoff, bank->half, beta,
                  &bank->coeffs[p * taps], taps);
+    add_blocked_copy(*bank);
     return bank;
   }
   std::vector<float> next(taps);

@@ -45,6 +45,20 @@ struct FilterBank {
   uint32_t rows = 1;
   std::vector<float, CacheLineAllocator<float>> coeffs;  // rows x taps
   std::vector<float, CacheLineAllocator<float>> deltas;  // rows x taps, interpolated banks only
+
+  // Exact banks with an even `up` also carry a blocked copy for the register-blocked AVX-512
+  // loop. Output j (counted from an output at input time 0) has phase (j * down) % up and
+  // starts reading floor(j * down / up) samples later. Outputs are taken in blocks of
+  // `block_g` whose first index is a multiple of block_g; block b < up / block_g holds
+  // block_g rows of `block_taps` floats: row r is the phase row of output b * block_g + r,
+  // placed `r`'s whole-sample advance over the block's first output further in and zero
+  // elsewhere, so the whole block reads one window of x. block_start[b] is floor(b *
+  // block_g * down / up); down_inverse is down's inverse modulo up (finds a phase's index).
+  uint32_t block_g = 0;  // 0: no blocked copy
+  size_t block_taps = 0;
+  uint32_t down_inverse = 0;
+  std::vector<uint32_t> block_start;
+  std::vector<float, CacheLineAllocator<float>> block_coeffs;  // (up / block_g) x block_g x block_taps
 };
 
 // The bank for sr_in -> sr_out (different, both valid rates), built on first use and cached.

@@ -208,3 +208,29 @@ def test_rejects_negative_cap():
 def test_rejects_single_path_string():
     with pytest.raises(TypeError, match="expects a list of paths"):
         _core.load_many("one.wav", TARGET)
+
+
+def test_reused_buffers_keep_every_batch_intact(tmp_path):
+    """Large output buffers go back to the core's cache when numpy frees them and are handed to
+    the next batch: a view that outlives its batch tuple keeps its samples, and a batch loaded
+    into a reused buffer (holding an older batch's samples) equals a fresh one-by-one load."""
+    rng = np.random.default_rng(3)
+    paths = []
+    for i in range(6):
+        path = tmp_path / f"n{i}.wav"
+        sf.write(path, 0.3 * rng.standard_normal(int(22050 * rng.uniform(20, 40))), 22050, subtype="FLOAT")
+        paths.append(str(path))
+    expected = [one_by_one(p) for p in paths]
+    first = _core.load_many(paths[:3], TARGET, 2)
+    kept = first[0][first[1][1] : first[1][2]]  # a view of item 1 only
+    assert first[0].nbytes >= 2 << 20  # large enough for the cache
+    del first
+    for round_ in range(4):  # each batch now gets the buffer the previous one freed
+        order = paths[3:] if round_ % 2 else paths[:3]
+        data, offsets, errors, _ = _core.load_many(order, TARGET, 2)
+        assert not any(errors)
+        base = 3 if round_ % 2 else 0
+        for i in range(3):
+            np.testing.assert_array_equal(data[offsets[i] : offsets[i + 1]], expected[base + i])
+        del data
+    np.testing.assert_array_equal(kept, expected[1])
