@@ -334,62 +334,100 @@ inline __attribute__((always_inline)) void run_interpolated(const FilterBank& ba
   }
 }
 
-// Blocks of kHalfbandBlock outputs: the odd input samples are gathered into a contiguous
-// scratch row once, then every tap pair is one multiply-add over 16 outputs at a time, in
-// GCC vector types that compile to the target of the calling function.
+// Blocks of kHalfbandBlock outputs: the input is split once into its odd and even samples (two
+// contiguous scratch rows, by vector shuffles), then every tap pair is one multiply-add over
+// 2 * W outputs at a time, in GCC vector types of W floats that compile to the target of the
+// calling function (W = 8: ymm registers under AVX2, SSE pairs otherwise; W = 16: zmm
+// registers under AVX-512).
 constexpr size_t kHalfbandBlock = 512;
-typedef float V8 __attribute__((vector_size(32)));
 
+template <size_t W>
+struct Lanes;
+template <>
+struct Lanes<8> {
+  typedef float V __attribute__((vector_size(32)));
+  typedef int32_t I __attribute__((vector_size(32)));
+};
+template <>
+struct Lanes<16> {
+  typedef float V __attribute__((vector_size(64)));
+  typedef int32_t I __attribute__((vector_size(64)));
+};
+
+template <size_t W>
 inline __attribute__((always_inline)) void halfband_loop(const float* c, size_t pairs,
                                                          const float* x, size_t count,
                                                          float* out) {
-  alignas(64) float odd[kHalfbandBlock + 2 * 64 + 16];
-  std::vector<float> big;  // only for filters longer than the stack row allows
+  using V = typename Lanes<W>::V;
+  using I = typename Lanes<W>::I;
+  I take_odd, take_even;  // lanes of the pair (lo, hi) at even / odd positions
+  for (size_t l = 0; l < W; ++l) {
+    take_odd[l] = static_cast<int32_t>(2 * l);
+    take_even[l] = static_cast<int32_t>(2 * l + 1);
+  }
+  constexpr size_t kRow = kHalfbandBlock + 2 * 64 + 2 * W;
+  alignas(64) float odd[kRow], even[kRow];
+  std::vector<float> big;  // only for filters longer than the stack rows allow
   for (size_t k0 = 0; k0 < count; k0 += kHalfbandBlock) {
     const size_t nb = std::min(kHalfbandBlock, count - k0);
-    // odd[i] = x[2 * (k0 + i - pairs) + 1] for i < nb + 2 * pairs - 1.
+    // From xs = x + 2 (k0 - pairs) + 1: o[i] = xs[2i] = x[2 (k0 + i - pairs) + 1] for
+    // i < span = nb + 2 * pairs - 1, and e[i] = xs[2i + 1] = x[2 (k0 + i - pairs + 1)] for
+    // i < span - 1 (the centres need e[pairs - 1 .. nb + pairs - 1)). The last read,
+    // xs[2 span - 2] = x[2 (k0 + nb) + 2 pairs - 3], is the last sample the caller guarantees.
     const size_t span = nb + 2 * pairs - 1;
-    float* o = odd;
-    if (span > sizeof(odd) / sizeof(float)) {
-      big.resize(span);
+    float *o = odd, *e = even;
+    if (span > kRow) {
+      big.resize(2 * span);
       o = big.data();
+      e = big.data() + span;
     }
     const float* xs = x + 2 * static_cast<ptrdiff_t>(k0) - 2 * static_cast<ptrdiff_t>(pairs) + 1;
-    for (size_t i = 0; i < span; ++i) o[i] = xs[2 * i];
+    size_t i = 0;
+    for (; i + W + 1 <= span; i += W) {  // reads xs[2i .. 2i + 2W), 2i + 2W - 1 <= 2 span - 2
+      V lo, hi;
+      __builtin_memcpy(&lo, xs + 2 * i, sizeof lo);
+      __builtin_memcpy(&hi, xs + 2 * i + W, sizeof hi);
+      const V ov = __builtin_shuffle(lo, hi, take_odd), ev = __builtin_shuffle(lo, hi, take_even);
+      __builtin_memcpy(o + i, &ov, sizeof ov);
+      __builtin_memcpy(e + i, &ev, sizeof ev);
+    }
+    for (; i < span; ++i) {
+      o[i] = xs[2 * i];
+      if (i + 1 < span) e[i] = xs[2 * i + 1];
+    }
+    // The centre sample of output k0 + m, x[2 (k0 + m)], is e[m + pairs - 1].
+    const float* centre = e + pairs - 1;
     size_t m = 0;
-    for (; m + 16 <= nb; m += 16) {
-      // Two 8-float GCC vectors: ymm registers under AVX2/AVX-512, SSE pairs otherwise.
-      V8 acc0, acc1, a0, a1, b0, b1;
-      float centre[16];
-      for (size_t l = 0; l < 16; ++l) centre[l] = x[2 * (k0 + m + l)];
-      __builtin_memcpy(&a0, centre, sizeof a0);
-      __builtin_memcpy(&a1, centre + 8, sizeof a1);
+    for (; m + 2 * W <= nb; m += 2 * W) {
+      V acc0, acc1, a0, a1, b0, b1;
+      __builtin_memcpy(&a0, centre + m, sizeof a0);
+      __builtin_memcpy(&a1, centre + m + W, sizeof a1);
       acc0 = c[0] * a0;
       acc1 = c[0] * a1;
       // x[2k + 2i - 1] = o[k - k0 + pairs + i - 1], x[2k - 2i + 1] = o[k - k0 + pairs - i]
-      for (size_t i = 1; i <= pairs; ++i) {
-        const float* a = o + m + pairs + i - 1;
-        const float* b = o + m + pairs - i;
+      for (size_t t = 1; t <= pairs; ++t) {
+        const float* a = o + m + pairs + t - 1;
+        const float* b = o + m + pairs - t;
         __builtin_memcpy(&a0, a, sizeof a0);
-        __builtin_memcpy(&a1, a + 8, sizeof a1);
+        __builtin_memcpy(&a1, a + W, sizeof a1);
         __builtin_memcpy(&b0, b, sizeof b0);
-        __builtin_memcpy(&b1, b + 8, sizeof b1);
-        acc0 += c[i] * (a0 + b0);
-        acc1 += c[i] * (a1 + b1);
+        __builtin_memcpy(&b1, b + W, sizeof b1);
+        acc0 += c[t] * (a0 + b0);
+        acc1 += c[t] * (a1 + b1);
       }
       __builtin_memcpy(out + k0 + m, &acc0, sizeof acc0);
-      __builtin_memcpy(out + k0 + m + 8, &acc1, sizeof acc1);
+      __builtin_memcpy(out + k0 + m + W, &acc1, sizeof acc1);
     }
     for (; m < nb; ++m) {
-      float acc = c[0] * x[2 * (k0 + m)];
-      for (size_t i = 1; i <= pairs; ++i) acc += c[i] * (o[m + pairs + i - 1] + o[m + pairs - i]);
+      float acc = c[0] * centre[m];
+      for (size_t t = 1; t <= pairs; ++t) acc += c[t] * (o[m + pairs + t - 1] + o[m + pairs - t]);
       out[k0 + m] = acc;
     }
   }
 }
 
 void halfband_generic(const float* c, size_t pairs, const float* x, size_t count, float* out) {
-  halfband_loop(c, pairs, x, count, out);
+  halfband_loop<8>(c, pairs, x, count, out);
 }
 
 void run_generic(const FilterBank& bank, uint32_t rem, const float* x, size_t count, float* out) {
@@ -412,12 +450,12 @@ SDSCORE_TARGET_AVX2 void run_avx2(const FilterBank& bank, uint32_t rem, const fl
 
 SDSCORE_TARGET_AVX2 void halfband_avx2(const float* c, size_t pairs, const float* x,
                                        size_t count, float* out) {
-  halfband_loop(c, pairs, x, count, out);
+  halfband_loop<8>(c, pairs, x, count, out);
 }
 
 SDSCORE_TARGET_AVX512 void halfband_avx512(const float* c, size_t pairs, const float* x,
                                            size_t count, float* out) {
-  halfband_loop(c, pairs, x, count, out);
+  halfband_loop<16>(c, pairs, x, count, out);
 }
 
 SDSCORE_TARGET_AVX512 void run_avx512(const FilterBank& bank, uint32_t rem, const float* x,

@@ -19,7 +19,7 @@ using FirRunFn = void (*)(const FilterBank& bank, uint32_t rem, const float* x, 
 
 // Half-band decimation by 2 (a symmetric filter whose even taps other than the centre are
 // zero): out[k] = c[0] * x[2k] + sum_{i=1..pairs} c[i] * (x[2k + 2i - 1] + x[2k - 2i + 1]) for
-// k < count. The caller guarantees x[1 - 2 * pairs .. 2 * count + 2 * pairs - 1) is readable.
+// k < count. The caller guarantees x[1 - 2 * pairs .. 2 * count + 2 * pairs - 2) is readable.
 using HalfbandFn = void (*)(const float* c, size_t pairs, const float* x, size_t count,
                             float* out);
 
