@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "simd.hpp"
@@ -242,14 +243,14 @@ inline __attribute__((always_inline)) void run_exact(const FilterBank& bank, uin
 }
 
 #ifdef SDSCORE_HAVE_AVX2_KERNELS
-// Register-blocked exact loop (AVX-512, banks with a blocked copy, see filter_bank.hpp): one
-// pass computes G consecutive outputs (one block's rows, which all read the same window of x)
-// for each of M periods (`down` samples apart), G * M = 16 accumulators. Per 16 taps that is
-// G aligned coefficient loads and M input loads for 16 FMAs, against 9 loads (8 of them
-// unaligned, mostly split across cache lines) for 8 FMAs in dot_group: the plain loop is
-// bound by loads, this one by the FMA units.
+// Register-blocked exact loop (banks with a blocked copy, see filter_bank.hpp): one pass
+// computes G consecutive outputs (one block's rows, which all read the same window of x) for
+// each of M periods (`down` samples apart), G * M = 16 accumulators under AVX-512 (under AVX2,
+// 2 rows x 4 periods = 8 accumulators per pass). Per vector of taps that is G aligned coefficient loads and M input loads for G * M
+// FMAs, against 9 loads (8 of them unaligned, mostly split across cache lines) for 8 FMAs in
+// dot_group: the plain loop is bound by loads, this one by the FMA units.
 template <int G, int M>
-SDSCORE_TARGET_AVX512 inline void blocked_pass(const float* rows, size_t width, const float* x,
+SDSCORE_TARGET_AVX512 inline void blocked_pass_avx512(const float* rows, size_t width, const float* x,
                                                size_t down, size_t up, float* out) {
   __m512 acc[G * M];
 #pragma GCC unroll 16
@@ -280,9 +281,38 @@ SDSCORE_TARGET_AVX512 inline void blocked_pass(const float* rows, size_t width, 
   }
 }
 
+// The same pass on 8-float vectors (16 ymm registers: G * M = 8 accumulators).
 template <int G, int M>
-SDSCORE_TARGET_AVX512 void run_blocked(const FilterBank& bank, uint32_t rem, const float* x,
-                                       size_t count, float* out) {
+SDSCORE_TARGET_AVX2 inline void blocked_pass_avx2(const float* rows, size_t width, const float* x,
+                                                  size_t down, size_t up, float* out) {
+  __m256 acc[G * M];
+#pragma GCC unroll 16
+  for (int k = 0; k < G * M; ++k) acc[k] = _mm256_setzero_ps();
+  for (size_t j = 0; j < width; j += 8) {
+    __m256 c[G];
+#pragma GCC unroll 16
+    for (int r = 0; r < G; ++r) c[r] = _mm256_load_ps(rows + r * width + j);
+#pragma GCC unroll 16
+    for (int m = 0; m < M; ++m) {
+      __m256 xv = _mm256_loadu_ps(x + m * down + j);
+      __asm__("" : "+x"(xv));
+#pragma GCC unroll 16
+      for (int r = 0; r < G; ++r) acc[r * M + m] = _mm256_fmadd_ps(c[r], xv, acc[r * M + m]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < G * M; k += 4) {
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(acc[k], acc[k + 1]), _mm256_hadd_ps(acc[k + 2], acc[k + 3]));
+    alignas(16) float v[4];
+    _mm_store_ps(v, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+#pragma GCC unroll 4
+    for (int l = 0; l < 4; ++l) out[(k + l) / M + ((k + l) % M) * up] = v[l];
+  }
+}
+
+template <class Isa, int G, int M>
+inline __attribute__((always_inline)) void run_blocked(const FilterBank& bank, uint32_t rem,
+                                                       const float* x, size_t count, float* out) {
   const Stepper stepper(bank);
   const float* coeffs = bank.coeffs.data();
   const size_t taps = bank.taps, up = bank.up, down = bank.down, width = bank.block_taps;
@@ -290,7 +320,7 @@ SDSCORE_TARGET_AVX512 void run_blocked(const FilterBank& bank, uint32_t rem, con
   size_t i = 0;
   // Single outputs up to the first whose index is a multiple of G (a block's first output).
   for (; i < count && index(rem) % G != 0; ++i) {
-    out[i] = Avx512Isa::dot(coeffs + rem * taps, x, taps);
+    out[i] = Isa::dot(coeffs + rem * taps, x, taps);
     stepper.step(rem, x);
   }
   // Super-blocks of M periods (M * up outputs, back to the same phase M * down samples on).
@@ -304,11 +334,18 @@ SDSCORE_TARGET_AVX512 void run_blocked(const FilterBank& bank, uint32_t rem, con
     for (size_t q = 0; q < blocks; ++q) {
       const size_t b = first + q < blocks ? first + q : first + q - blocks;
       const size_t ahead = (first + q < blocks ? 0 : down) + start[b] - start[first];
-      blocked_pass<G, M>(rows + b * G * width, width, x + ahead, down, up, out + i + q * G);
+      if constexpr (std::is_same_v<Isa, Avx512Isa>) {
+        blocked_pass_avx512<G, M>(rows + b * G * width, width, x + ahead, down, up, out + i + q * G);
+      } else {  // two rows per pass: fewer coefficient bytes per FMA (the bank is in L2, not L1)
+        for (int r = 0; r < G; r += 2) {
+          blocked_pass_avx2<2, M>(rows + (b * G + r) * width, width, x + ahead, down, up,
+                                  out + i + q * G + r);
+        }
+      }
     }
   }
   for (; i < count; ++i) {
-    out[i] = Avx512Isa::dot(coeffs + rem * taps, x, taps);
+    out[i] = Isa::dot(coeffs + rem * taps, x, taps);
     stepper.step(rem, x);
   }
 }
@@ -441,7 +478,11 @@ void run_generic(const FilterBank& bank, uint32_t rem, const float* x, size_t co
 #ifdef SDSCORE_HAVE_AVX2_KERNELS
 SDSCORE_TARGET_AVX2 void run_avx2(const FilterBank& bank, uint32_t rem, const float* x,
                                   size_t count, float* out) {
-  if (bank.interpolated) {
+  if (bank.block_g == 4) {
+    run_blocked<Avx2Isa, 4, 4>(bank, rem, x, count, out);
+  } else if (bank.block_g == 2) {
+    run_blocked<Avx2Isa, 2, 4>(bank, rem, x, count, out);
+  } else if (bank.interpolated) {
     run_interpolated<Avx2Isa>(bank, rem, x, count, out);
   } else {
     run_exact<Avx2Isa>(bank, rem, x, count, out);
@@ -461,9 +502,9 @@ SDSCORE_TARGET_AVX512 void halfband_avx512(const float* c, size_t pairs, const f
 SDSCORE_TARGET_AVX512 void run_avx512(const FilterBank& bank, uint32_t rem, const float* x,
                                       size_t count, float* out) {
   if (bank.block_g == 4) {
-    run_blocked<4, 4>(bank, rem, x, count, out);
+    run_blocked<Avx512Isa, 4, 4>(bank, rem, x, count, out);
   } else if (bank.block_g == 2) {
-    run_blocked<2, 8>(bank, rem, x, count, out);
+    run_blocked<Avx512Isa, 2, 8>(bank, rem, x, count, out);
   } else if (bank.interpolated) {
     run_interpolated<Avx512Isa>(bank, rem, x, count, out);
   } else {

@@ -408,12 +408,12 @@ BLOCKED_PAIRS = [(22050, 16000), (44100, 16000), (11025, 16000), (8000, 16000), 
 BLOCKED_LENGTHS = [0, 1, 2, 15, 16, 17, 161, 1763, 1764, 1765, 1800, 3529, 7057, 22050 + 7, 44100 * 2 + 3]
 
 
-def test_blocked_kernel_equals_portable_loop_on_ragged_lengths():
-    """The register-blocked AVX-512 loop (G outputs x M periods per pass, with single outputs
+def test_blocked_kernels_equal_portable_loop_on_ragged_lengths():
+    """The register-blocked AVX-512 and AVX2 loops (G outputs x M periods per pass, with single outputs
     before the first block and after the last super-block) against the portable one-output-at-
     a-time loop, for every length from empty to a few seconds."""
-    if _core.simd_isa() != "avx512f":
-        pytest.skip("the blocked loop is AVX-512 only")
+    if _core.simd_isa() not in ("avx512f", "avx2+fma"):
+        pytest.skip("the blocked loops are AVX-512 and AVX2 only")
     code = (
         "import sys, numpy as np; from sdscore import _core; "
         "xs = np.load(sys.argv[1], allow_pickle=True); "
@@ -427,12 +427,15 @@ def test_blocked_kernel_equals_portable_loop_on_ragged_lengths():
     path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"sdscore_blocked_{os.getpid()}.npy")
     np.save(path, xs, allow_pickle=True)
     try:
-        subprocess.run([sys.executable, "-c", code, path], env=dict(os.environ, SDSCORE_DISABLE_SIMD="1"),
-                       check=True, capture_output=True, text=True, timeout=300)
-        portable = iter(np.load(path + ".out.npy", allow_pickle=True))
+        runs = {}
+        for name, env in [("portable", "SDSCORE_DISABLE_SIMD"), ("avx2", "SDSCORE_DISABLE_AVX512")]:
+            subprocess.run([sys.executable, "-c", code, path], env=dict(os.environ, **{env: "1"}),
+                           check=True, capture_output=True, text=True, timeout=300)
+            runs[name] = iter(np.load(path + ".out.npy", allow_pickle=True))
         for a, b in BLOCKED_PAIRS:
             for x in xs:
-                ours, ref = _core.resample(x, a, b), next(portable)
+                ours, ref, avx2 = _core.resample(x, a, b), next(runs["portable"]), next(runs["avx2"])
+                np.testing.assert_allclose(avx2, ref, atol=2e-6, err_msg=f"AVX2 {a}->{b}, {len(x)} samples")
                 g = math.gcd(a, b)
                 assert ours.shape == ref.shape == ((2 * len(x) * (b // g) + a // g) // (2 * a // g),), (a, b, len(x))
                 np.testing.assert_allclose(ours, ref, atol=2e-6, err_msg=f"{a}->{b}, {len(x)} samples")
@@ -442,32 +445,17 @@ def test_blocked_kernel_equals_portable_loop_on_ragged_lengths():
                 os.remove(f)
 
 
-def test_kernels_read_nothing_outside_the_input():
-    """Every loop (blocked, grouped, single outputs, edges, half-band stages) reads only inside x:
-    x is placed right after and right before a PROT_NONE page, so a stray read is a crash."""
-    import ctypes
-    import mmap
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    page = mmap.PAGESIZE
-
-    def guarded(n: int, at_end: bool) -> tuple[mmap.mmap, np.ndarray]:
-        pages = (n * 4 + page - 1) // page + 1
-        buf = mmap.mmap(-1, (pages + 1) * page)
-        base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
-        guard = base + pages * page if at_end else base
-        assert libc.mprotect(guard, page, 0) == 0, ctypes.get_errno()
-        offset = pages * page - n * 4 if at_end else page
-        return buf, np.frombuffer(buf, dtype=np.float32, count=n, offset=offset)
-
-    rng = np.random.default_rng(5)
-    for a, b in BLOCKED_PAIRS + [(16000, 24000), (44100, 16001), (32000, 16000)]:
-        for n in BLOCKED_LENGTHS[1:]:
-            for at_end in (True, False):
-                buf, x = guarded(n, at_end)
-                x[:] = rng.standard_normal(n)
-                y = _core.resample(x, a, b)
-                np.testing.assert_array_equal(y, _core.resample(x.copy(), a, b))
-                del x, y  # the buffer must have no exported views before it can close
-                buf.close()
+@pytest.mark.parametrize("env", [{}, {"SDSCORE_DISABLE_AVX512": "1"}, {"SDSCORE_DISABLE_SIMD": "1"}],
+                         ids=["chosen", "avx2", "portable"])
+def test_kernels_read_nothing_outside_the_input(env):
+    """Every loop (blocked, grouped, single outputs, edges, half-band stages) of each ISA reads
+    only inside x: tests/guarded_reads.py places x right after and right before a PROT_NONE page,
+    so a stray read kills it (run in a subprocess: the crash fails this test, not the session)."""
+    if "SDSCORE_DISABLE_AVX512" in env and _core.simd_isa() not in ("avx512f", "avx2+fma"):
+        pytest.skip("no AVX2 on this CPU")
+    pairs = BLOCKED_PAIRS + [(16000, 24000), (44100, 16001), (32000, 16000)]
+    script = os.path.join(os.path.dirname(__file__), "guarded_reads.py")
+    out = subprocess.run([sys.executable, script, repr(pairs), repr(BLOCKED_LENGTHS[1:])],
+                         env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, f"rc {out.returncode}: {out.stderr[-2000:]}"
+    assert out.stdout.split()[-1] == str(len(pairs) * (len(BLOCKED_LENGTHS) - 1) * 2)
