@@ -378,30 +378,45 @@ inline __attribute__((always_inline)) void run_interpolated(const FilterBank& ba
 // registers under AVX-512).
 constexpr size_t kHalfbandBlock = 512;
 
+// W-float GCC/clang vector types, and the even- and odd-indexed samples of a pair of them (2W
+// consecutive samples). __builtin_shufflevector is clang's and GCC >= 12's; older GCC has
+// __builtin_shuffle.
+#if defined(__clang__) || __GNUC__ >= 12
+#define SDSCORE_PICK(a, b, I, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define SDSCORE_PICK(a, b, I, ...) __builtin_shuffle(a, b, I{__VA_ARGS__})
+#endif
 template <size_t W>
 struct Lanes;
 template <>
 struct Lanes<8> {
   typedef float V __attribute__((vector_size(32)));
   typedef int32_t I __attribute__((vector_size(32)));
+  static inline __attribute__((always_inline)) V even(V a, V b) {
+    return SDSCORE_PICK(a, b, I, 0, 2, 4, 6, 8, 10, 12, 14);
+  }
+  static inline __attribute__((always_inline)) V odd(V a, V b) {
+    return SDSCORE_PICK(a, b, I, 1, 3, 5, 7, 9, 11, 13, 15);
+  }
 };
 template <>
 struct Lanes<16> {
   typedef float V __attribute__((vector_size(64)));
   typedef int32_t I __attribute__((vector_size(64)));
+  static inline __attribute__((always_inline)) V even(V a, V b) {
+    return SDSCORE_PICK(a, b, I, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  }
+  static inline __attribute__((always_inline)) V odd(V a, V b) {
+    return SDSCORE_PICK(a, b, I, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  }
 };
+#undef SDSCORE_PICK
 
 template <size_t W>
 inline __attribute__((always_inline)) void halfband_loop(const float* c, size_t pairs,
                                                          const float* x, size_t count,
                                                          float* out) {
   using V = typename Lanes<W>::V;
-  using I = typename Lanes<W>::I;
-  I take_odd, take_even;  // lanes of the pair (lo, hi) at even / odd positions
-  for (size_t l = 0; l < W; ++l) {
-    take_odd[l] = static_cast<int32_t>(2 * l);
-    take_even[l] = static_cast<int32_t>(2 * l + 1);
-  }
   constexpr size_t kRow = kHalfbandBlock + 2 * 64 + 2 * W;
   alignas(64) float odd[kRow], even[kRow];
   std::vector<float> big;  // only for filters longer than the stack rows allow
@@ -424,7 +439,7 @@ inline __attribute__((always_inline)) void halfband_loop(const float* c, size_t 
       V lo, hi;
       __builtin_memcpy(&lo, xs + 2 * i, sizeof lo);
       __builtin_memcpy(&hi, xs + 2 * i + W, sizeof hi);
-      const V ov = __builtin_shuffle(lo, hi, take_odd), ev = __builtin_shuffle(lo, hi, take_even);
+      const V ov = Lanes<W>::even(lo, hi), ev = Lanes<W>::odd(lo, hi);
       __builtin_memcpy(o + i, &ov, sizeof ov);
       __builtin_memcpy(e + i, &ev, sizeof ev);
     }
