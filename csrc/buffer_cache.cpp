@@ -47,8 +47,8 @@ float* acquire_floats(size_t count) {
     // The smallest idle buffer that fits.
     size_t best = c.idle.size();
     for (size_t i = 0; i < c.idle.size(); ++i) {
-      if (c.idle[i].second >= rounded && (best == c.idle.size() || c.idle[i].second < c.idle[best].second))
-        best = i;
+      const bool fits = c.idle[i].second >= rounded;
+      if (fits && (best == c.idle.size() || c.idle[i].second < c.idle[best].second)) best = i;
     }
     if (best < c.idle.size()) {
       const auto [p, capacity] = c.idle[best];

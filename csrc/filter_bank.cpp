@@ -96,7 +96,8 @@ void add_blocked_copy(FilterBank& bank) {
   while ((inverse * down) % up != 1 % up) ++inverse;  // up <= kMaxExactPhases: a short search
   // The largest whole-sample advance inside a block sets how far its rows reach.
   uint64_t reach = 0;
-  for (uint64_t j = 0; j < up; j += g) reach = std::max(reach, ((j + g - 1) * down) / up - (j * down) / up);
+  for (uint64_t j = 0; j < up; j += g)
+    reach = std::max(reach, ((j + g - 1) * down) / up - (j * down) / up);
   bank.block_g = g;
   bank.down_inverse = static_cast<uint32_t>(inverse);
   bank.block_taps = (bank.taps + reach + 15) / 16 * 16;

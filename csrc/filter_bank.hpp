@@ -58,7 +58,8 @@ struct FilterBank {
   size_t block_taps = 0;
   uint32_t down_inverse = 0;
   std::vector<uint32_t> block_start;
-  std::vector<float, CacheLineAllocator<float>> block_coeffs;  // (up / block_g) x block_g x block_taps
+  // (up / block_g) blocks x block_g rows x block_taps floats
+  std::vector<float, CacheLineAllocator<float>> block_coeffs;
 };
 
 // The bank for sr_in -> sr_out (different, both valid rates), built on first use and cached.

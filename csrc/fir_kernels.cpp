@@ -245,13 +245,15 @@ inline __attribute__((always_inline)) void run_exact(const FilterBank& bank, uin
 #ifdef SDSCORE_HAVE_AVX2_KERNELS
 // Register-blocked exact loop (banks with a blocked copy, see filter_bank.hpp): one pass
 // computes G consecutive outputs (one block's rows, which all read the same window of x) for
-// each of M periods (`down` samples apart), G * M = 16 accumulators under AVX-512 (under AVX2,
-// 2 rows x 4 periods = 8 accumulators per pass). Per vector of taps that is G aligned coefficient loads and M input loads for G * M
-// FMAs, against 9 loads (8 of them unaligned, mostly split across cache lines) for 8 FMAs in
-// dot_group: the plain loop is bound by loads, this one by the FMA units.
+// each of M periods (`down` samples apart): G * M = 16 accumulators under AVX-512; under AVX2,
+// 2 rows x 4 periods = 8 accumulators per pass. Per vector of taps that is G aligned
+// coefficient loads and M input loads for G * M FMAs, against 9 loads (8 of them unaligned,
+// mostly split across cache lines) for 8 FMAs in dot_group: the plain loop is bound by loads,
+// this one by the FMA units.
 template <int G, int M>
-SDSCORE_TARGET_AVX512 inline void blocked_pass_avx512(const float* rows, size_t width, const float* x,
-                                               size_t down, size_t up, float* out) {
+SDSCORE_TARGET_AVX512 inline void blocked_pass_avx512(const float* rows, size_t width,
+                                                      const float* x, size_t down, size_t up,
+                                                      float* out) {
   __m512 acc[G * M];
 #pragma GCC unroll 16
   for (int k = 0; k < G * M; ++k) acc[k] = _mm512_setzero_ps();
@@ -302,7 +304,8 @@ SDSCORE_TARGET_AVX2 inline void blocked_pass_avx2(const float* rows, size_t widt
   }
 #pragma GCC unroll 4
   for (int k = 0; k < G * M; k += 4) {
-    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(acc[k], acc[k + 1]), _mm256_hadd_ps(acc[k + 2], acc[k + 3]));
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(acc[k], acc[k + 1]),
+                                    _mm256_hadd_ps(acc[k + 2], acc[k + 3]));
     alignas(16) float v[4];
     _mm_store_ps(v, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
 #pragma GCC unroll 4
@@ -335,7 +338,8 @@ inline __attribute__((always_inline)) void run_blocked(const FilterBank& bank, u
       const size_t b = first + q < blocks ? first + q : first + q - blocks;
       const size_t ahead = (first + q < blocks ? 0 : down) + start[b] - start[first];
       if constexpr (std::is_same_v<Isa, Avx512Isa>) {
-        blocked_pass_avx512<G, M>(rows + b * G * width, width, x + ahead, down, up, out + i + q * G);
+        blocked_pass_avx512<G, M>(rows + b * G * width, width, x + ahead, down, up,
+                                  out + i + q * G);
       } else {  // two rows per pass: fewer coefficient bytes per FMA (the bank is in L2, not L1)
         for (int r = 0; r < G; r += 2) {
           blocked_pass_avx2<2, M>(rows + (b * G + r) * width, width, x + ahead, down, up,
