@@ -2,11 +2,14 @@
 
 Each op validates its arguments, then runs a Triton kernel (CUDA tensors) or its torch reference
 (CPU, and the ONNX-export path); `impl="auto" | "triton" | "torch"` overrides the choice.
+The decoder-layer ops (`rms_norm`, `silu_mul`, `rotary_`) follow the same scheme.
 `span_attention` and `gelu_` are the exceptions: CPU kernels of the compiled core beside their
 torch references.
 """
 
 from .activations import gelu_
+from .decoder import rms_norm, rotary_, silu_mul
+from .decoder_reference import rms_norm_reference, rotary_reference, silu_mul_reference
 from .pooling import attention_pool, last_token, masked_mean
 from .pooling_reference import (
     attention_pool_packed_reference,
@@ -28,6 +31,10 @@ __all__ = [
     "group_cosine",
     "group_cosine_reference",
     "last_token",
+    "rms_norm",
+    "rms_norm_reference",
+    "rotary_",
+    "rotary_reference",
     "last_token_packed_reference",
     "last_token_reference",
     "masked_mean",
@@ -35,6 +42,8 @@ __all__ = [
     "masked_mean_reference",
     "score_candidates",
     "score_candidates_reference",
+    "silu_mul",
+    "silu_mul_reference",
     "span_attention",
     "span_attention_reference",
 ]
