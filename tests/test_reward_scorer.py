@@ -162,8 +162,8 @@ def test_bad_waveform_named(episodes):
     assert "stereo: " in errors[0] and "1-D mono" in errors[0]
     assert errors[1] is None
     assert "nan: " in errors[2] and "NaN" in errors[2]
-    assert "pcm turn 0: waveform is int16; pass float samples in [-1, 1]" in errors[3]
-    assert "pcm-t turn 0: waveform is torch.int16; pass float samples" in errors[4]
+    assert "pcm: turn 0 (episode 3): waveform is int16; pass float samples in [-1, 1]" in errors[3]
+    assert "pcm-t: turn 0 (episode 4): waveform is torch.int16; pass float samples" in errors[4]
     with pytest.raises(ValueError, match="on_error"):
         scorer.score(episodes[:1], on_error="ignore")
     with pytest.raises(TypeError, match="episode 0: expected sdscore.models.Episode"):

@@ -88,6 +88,10 @@ class RewardModel(nn.Module, ABC):
     needs_audio: bool = True
     #: True for causal backbones that implement shared_prefix + collate_groups (pair-prefix sharing)
     supports_prefix_sharing: ClassVar[bool] = False
+    #: True when prepare/prepare_many take an in-memory waveform as a float32 torch tensor on the
+    #: model's device (its front end runs there); False: the scorer hands numpy arrays (a tensor on
+    #: the CPU as a view of its memory, one elsewhere copied to the host)
+    takes_device_waveforms: ClassVar[bool] = False
 
     @property
     def max_clip_seconds(self) -> float | None:

@@ -1,8 +1,10 @@
 """Episodes: the unit a reward model scores — turns of (role, text, audio), plus the criterion.
 
 Audio is a path (loaded by the scorer in batches with sdscore.audio.load_many) or a waveform
-already in memory (numpy array or torch tensor, float mono at the model's sample rate), which is
-what an RL rollout loop passes.
+already in memory, which is what an RL rollout loop passes: float mono samples as a numpy array,
+a torch tensor on any device, or any DLPack array (cupy, jax, ...), at the model's sample rate
+unless the turn's `sample_rate` says otherwise (the scorer then resamples it: numpy on the host
+by the core, tensors on their device; see sdscore.audio.dlpack_waveforms).
 """
 
 from __future__ import annotations
@@ -16,22 +18,32 @@ import polars as pl
 
 from sdscore.corpus.schemas import CRITERIA, TURN_ROLES
 
-AudioLike = str | os.PathLike | np.ndarray | Any  # Any: a torch.Tensor (kept lazy)
+AudioLike = str | os.PathLike | np.ndarray | Any  # Any: a torch.Tensor or a DLPack array (kept lazy)
 
 
 @dataclass(frozen=True)
 class Turn:
-    """One turn: role in {"user", "assistant", "system"}, its text and/or its audio."""
+    """One turn: role in {"user", "assistant", "system"}, its text and/or its audio.
+
+    sample_rate: the rate of an in-memory waveform when it is not the model's (None: the model's);
+    a path's rate comes from its file."""
 
     role: str
     text: str | None = None
     audio: AudioLike | None = None
+    sample_rate: int | None = None
 
     def __post_init__(self) -> None:
         if self.role not in TURN_ROLES:
             raise ValueError(f"turn role must be one of {TURN_ROLES}, got {self.role!r}")
         if self.text is None and self.audio is None:
             raise ValueError(f"a {self.role} turn needs text or audio (both are missing)")
+        if self.sample_rate is not None:
+            rate = self.sample_rate
+            if isinstance(rate, bool) or not isinstance(rate, (int, np.integer)) or not 1 <= rate <= 1_000_000:
+                raise ValueError(f"turn sample_rate must be an integer number of Hz in 1..1000000, got {rate!r}")
+            if self.audio is None or isinstance(self.audio, (str, os.PathLike)):
+                raise ValueError("turn sample_rate is for an in-memory waveform (a file's rate comes from the file)")
 
 
 @dataclass(frozen=True)

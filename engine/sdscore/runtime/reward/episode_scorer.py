@@ -8,15 +8,22 @@ context is computed once) and the episodes are grouped by length into batches
 this one. (Several processes or machines are the runtime's executors, which run whole protocol
 Scorers: runtime/executors.) Results come back in input order. A bad
 episode (unreadable audio, no usable turn) gets NaN and its error text; the other episodes of its
-batch are scored as usual. Audio files longer than `max_audio_seconds` are refused per episode;
+batch are scored as usual. Audio longer than `max_audio_seconds` (files and in-memory waveforms
+alike, the CLI's --max-audio-seconds) and empty or non-finite waveforms are refused per episode;
 a clip longer than the model's window (`RewardModel.max_clip_seconds`) is cut to its start, and
-the episode's warning says so.
+the episode's warning says so (`score`, `score_pairs` and `pooled` raise it as a ClipCutWarning:
+the CLI writes it to the results' warning column).
+
+In-memory waveforms may be numpy arrays, torch tensors on any device or any DLPack array
+(sdscore.audio.dlpack_waveforms): tensors are read without a copy, brought to the scorer's device
+only when they are elsewhere, and resampled there when their turn gives another `sample_rate`.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import warnings as pywarnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -29,6 +36,7 @@ import torch
 
 from sdscore.audio import load_many
 from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
+from sdscore.audio.dlpack_waveforms import checked_waveform
 from sdscore.checkpoint_files import resolve_device, resolve_dtype
 from sdscore.errors import SdscoreError
 from sdscore.models.base import Prepared, RewardModel, batch_pinned, batch_to
@@ -60,23 +68,8 @@ class _PreparedWindow:
     warnings: list[str | None]
 
 
-def _waveform(audio: Any, episode: Episode, turn: int) -> np.ndarray:
-    """An in-memory waveform as 1-D float32 numpy (a torch tensor is copied to the CPU)."""
-    if isinstance(audio, torch.Tensor):
-        if not audio.is_floating_point():
-            raise ValueError(f"{episode.id or 'episode'} turn {turn}: waveform is {audio.dtype}; pass float samples "
-                             f"in [-1, 1] (integer PCM would be scored unscaled)")
-        audio = audio.detach().to("cpu", torch.float32).numpy()
-    audio = np.asarray(audio)
-    if not np.issubdtype(audio.dtype, np.floating):
-        raise ValueError(f"{episode.id or 'episode'} turn {turn}: waveform is {audio.dtype}; pass float samples "
-                         f"in [-1, 1] (integer PCM would be scored unscaled)")
-    wave = audio.astype(np.float32, copy=False)
-    if wave.ndim != 1:
-        raise ValueError(f"{episode.id or 'episode'} turn {turn}: waveform must be 1-D mono, got shape {wave.shape}")
-    if not np.isfinite(wave).all():
-        raise ValueError(f"{episode.id or 'episode'} turn {turn}: waveform has NaN or infinite samples")
-    return wave
+class ClipCutWarning(UserWarning):
+    """Some clips were longer than the model's window and were scored on their start only."""
 
 
 def _cut_clips_warning(waves: Sequence[np.ndarray | None], cap_seconds: float, sample_rate: int) -> str | None:
@@ -185,8 +178,10 @@ class RewardScorer:
         on_error "raise": an SdscoreError listing every bad episode (after all were tried);
         "nan": bad episodes score NaN.
         """
-        rewards, _, errors, _ = self.score_detailed(episodes, with_pooled=False, progress=progress)
+        episodes = list(episodes)
+        rewards, _, errors, warnings = self.score_detailed(episodes, with_pooled=False, progress=progress)
         self._check(errors, on_error)
+        _warn_cut_clips(episodes, warnings)
         return rewards.to(self.device)
 
     def score_pairs(
@@ -195,8 +190,9 @@ class RewardScorer:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(chosen, rejected) float32 [n] each; pairs are (chosen, rejected) episodes or a REWARD_PAIRS frame."""
         chosen, rejected = self._split_pairs(pairs)
-        rewards, _, errors, _ = self.score_pairs_detailed(chosen, rejected, with_pooled=False, progress=progress)
+        rewards, _, errors, warnings = self.score_pairs_detailed(chosen, rejected, with_pooled=False, progress=progress)
         self._check(errors, on_error)
+        _warn_cut_clips(chosen + rejected, warnings)
         rewards = rewards.to(self.device)
         return rewards[: len(chosen)], rewards[len(chosen):]
 
@@ -221,8 +217,10 @@ class RewardScorer:
         """float32 [n, H] pooled last-layer states (the input of the head), on the CPU."""
         if self.session is not None:
             raise SdscoreError("pooled states need the torch backend (an exported model outputs rewards only)")
-        _, pooled, errors, _ = self.score_detailed(episodes, with_pooled=True, progress=progress)
+        episodes = list(episodes)
+        _, pooled, errors, warnings = self.score_detailed(episodes, with_pooled=True, progress=progress)
         self._check(errors, on_error)
+        _warn_cut_clips(episodes, warnings)
         return pooled
 
     def stream(
@@ -325,7 +323,7 @@ class RewardScorer:
                             raise SdscoreError(f"turn {t}: {audio.errors[slot]}")
                         waves.append(audio[slot])
                     else:
-                        waves.append(_waveform(turn.audio, e, t))
+                        waves.append(self._in_memory_waveform(turn, t, e, int(indices[pos])))
                 loaded.append(pos)
                 loaded_waves.append(waves)
                 if clip_cap is not None:
@@ -384,6 +382,16 @@ class RewardScorer:
                     pooled[at] = states.float().cpu()
         return ScoredWindow(prepared.indices, rewards, pooled, prepared.errors, prepared.warnings)
 
+    def _in_memory_waveform(self, turn, t: int, episode: Episode, index: int) -> Any:
+        """A turn's in-memory waveform checked and at the model's rate: a float32 tensor on the
+        scorer's device for a model that takes device waveforms, else float32 numpy (a CPU tensor
+        is viewed, not copied)."""
+        on_device = self.session is None and self.model.takes_device_waveforms
+        wave = checked_waveform(turn.audio, f"turn {t}" + (f" (episode {index})" if episode.id else ""),
+                                model_rate=self.model.sample_rate, rate=turn.sample_rate,
+                                device=self.device if on_device else "cpu", max_seconds=self.max_audio_seconds)
+        return wave.numpy() if isinstance(wave, torch.Tensor) and not on_device else wave
+
     def _token_budget(self) -> int:
         """Tokens per packed batch: max_tokens, else runtime.batching.default_token_budget, read once
         (the first window's: later the caching allocator holds what earlier batches freed, and free
@@ -400,3 +408,14 @@ class RewardScorer:
 
     def _autocast(self):
         return torch.autocast(self.device.type, dtype=self.dtype) if self._autocast_needed else nullcontext()
+
+
+def _warn_cut_clips(episodes: Sequence[Episode], warnings: Sequence[str | None]) -> None:
+    """One ClipCutWarning listing the episodes whose clips the model cut (nothing when none was)."""
+    cut = [f"{e.id or f'episode {i}'}: {w}" for i, (e, w) in enumerate(zip(episodes, warnings)) if w is not None]
+    if not cut:
+        return
+    shown = "; ".join(cut[:10]) + (f"; ... and {len(cut) - 10} more" if len(cut) > 10 else "")
+    pywarnings.warn(f"{len(cut)} of {len(warnings)} episodes have clips longer than the model's window "
+                    f"(RewardModel.max_clip_seconds), scored on their start only as `sdscore score` does "
+                    f"(its warning column): {shown}", ClipCutWarning, stacklevel=3)
