@@ -225,13 +225,18 @@ def test_cli_selects_refuses_an_existing_folder_and_overwrites(tiny_corpus, tmp_
     assert main(["corpus", "select-dialogues", str(table), "--out", str(out)]) == 0
     n = pl.read_csv(out / "metadata.csv").height
     assert f"{n} dialogues from 2 of 3 conversations" in " ".join(capsys.readouterr().err.split())
+    assert main(["corpus", "select-dialogues", str(table), "--out", str(out)]) == 2
+    assert "--out exists (an earlier sdscore output); pass --overwrite" in " ".join(capsys.readouterr().err.split())
+    # a file sdscore did not write there keeps the folder from being replaced, even with --overwrite
     stale = out / "audio" / "answer" / "stale.wav"
     stale.write_bytes(b"")
-    assert main(["corpus", "select-dialogues", str(table), "--out", str(out)]) == 2
-    assert "output folder exists and is not empty; pass --overwrite" in " ".join(capsys.readouterr().err.split())
+    assert main(["corpus", "select-dialogues", str(table), "--out", str(out), "--overwrite"]) == 2
+    assert "sdscore did not write there (e.g. audio/answer/stale.wav)" in " ".join(capsys.readouterr().err.split())
+    assert stale.exists() and pl.read_csv(out / "metadata.csv").height == n
+    stale.unlink()
     assert main(["corpus", "select-dialogues", str(table), "--out", str(out), "--overwrite",
                  "--min-answer-seconds", "100"]) == 0
-    assert pl.read_csv(out / "metadata.csv").height == 0 and not stale.exists()
+    assert pl.read_csv(out / "metadata.csv").height == 0
     assert not list((out / "audio").rglob("*.wav"))
     assert json.loads((out / "selection.json").read_text())["settings"]["min_answer_seconds"] == 100
 

@@ -74,16 +74,22 @@ def test_scp_folder_has_one_sorted_file_per_numeric_column(tmp_path):
     }).write_parquet(results)
     folder = write_results_as(results, "scp", "naturalness")
     assert folder == default_destination(results, "scp") == tmp_path / "r_scp"
-    assert sorted(p.name for p in folder.iterdir()) == ["frames.scp", "interrupted.scp", "mos.scp", "wer.scp"]
+    assert sorted(p.name for p in folder.iterdir()) == [".sdscore-output.json", "frames.scp", "interrupted.scp",
+                                                        "mos.scp", "wer.scp"]  # the marker lists what sdscore wrote
+    assert json.loads((folder / ".sdscore-output.json").read_text())["files"] == [
+        "frames.scp", "interrupted.scp", "mos.scp", "wer.scp"]
     assert read_scp(folder / "mos.scp") == [("utt_a", "4.5"), ("utt_b", "3.25")]  # null and NaN left out
     assert read_scp(folder / "wer.scp") == [("utt_a", "0.0"), ("utt_b", "0.1"), ("utt_c", "0.5"), ("utt_d", "1.0")]
     assert read_scp(folder / "frames.scp")[0] == ("utt_a", "20")
     assert read_scp(folder / "interrupted.scp") == [("utt_a", "0"), ("utt_b", "1"), ("utt_d", "0")]
     for key, value in read_scp(folder / "wer.scp"):
         assert math.isfinite(float(value))
-    # writing again replaces the folder: a metric that is gone leaves no stale file
+    # writing again is refused without overwrite; with it the folder (all sdscore's) is replaced:
+    # a metric that is gone leaves no stale file
     pl.read_parquet(results).drop("frames").write_parquet(results)
-    write_results_as(results, "scp", "naturalness")
+    with pytest.raises(SdscoreError, match=r"r_scp: --format-out exists .*pass --overwrite"):
+        write_results_as(results, "scp", "naturalness")
+    write_results_as(results, "scp", "naturalness", overwrite=True)
     assert not (folder / "frames.scp").exists()
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from rich.markup import escape
 from rich.table import Table
@@ -13,6 +12,7 @@ from sdscore.cli.bench import add_bench_parser
 from sdscore.cli.console import console, stage_progress
 from sdscore.cli.corpus import add_corpus_parser
 from sdscore.cli.export import add_export_parser
+from sdscore.cli.outputs import output_plan
 from sdscore.cli.report import add_report_parser
 from sdscore.cli.score import add_eval_parser, add_score_parser
 from sdscore.cli.serve import add_serve_parser
@@ -21,21 +21,27 @@ from sdscore.errors import SdscoreError
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
+    from sdscore.output_paths import claim_folder
     from sdscore.synth import build_corpus
 
+    out = output_plan(args, "sdscore synth").reused_folder(args.out, "--out")
+    claim_folder(out, "sdscore synth", "--out")
     with stage_progress() as progress:
-        summary = build_corpus(args.out, seed=args.seed, size=args.size, progress=progress)
-    console.print(f"corpus written to [bold]{args.out}[/bold]: {json.dumps(summary['counts'])}")
+        summary = build_corpus(out, seed=args.seed, size=args.size, progress=progress)
+    console.print(f"corpus written to [bold]{out}[/bold]: {json.dumps(summary['counts'])}")
     return 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from sdscore.demo import run_demo
+    from sdscore.output_paths import claim_folder
 
+    out = output_plan(args, "sdscore demo").reused_folder(args.out, "--out")
+    claim_folder(out, "sdscore demo", "--out")
     with stage_progress() as progress:
-        report = run_demo(args.out, seed=args.seed, size=args.size, progress=progress)
+        report = run_demo(out, seed=args.seed, size=args.size, progress=progress)
     _print_demo(report)
-    console.print(f"demo summary: [bold]{Path(args.out) / 'demo.json'}[/bold]")
+    console.print(f"demo summary: [bold]{out / 'demo.json'}[/bold]")
     if report.get("html_report"):
         console.print(f"HTML report: [bold]{report['html_report']}[/bold]")
     return 0 if report["ok"] else 1
@@ -69,13 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     synth = sub.add_parser("synth", help="write a deterministic synthetic spoken-dialogue corpus")
-    synth.add_argument("--out", required=True, type=Path, help="output folder")
+    synth.add_argument("--out", required=True, help="output folder (new, empty, or an earlier `sdscore synth` "
+                       "folder, whose files are reused as a render cache)")
     synth.add_argument("--seed", type=int, default=0)
     synth.add_argument("--size", choices=["tiny", "small", "medium"], default="small")
     synth.set_defaults(func=_cmd_synth)
 
     demo = sub.add_parser("demo", help="synth + every built protocol on bundled defaults")
-    demo.add_argument("--out", type=Path, default=Path("out/demo"), help="output folder")
+    demo.add_argument("--out", default="out/demo", help="output folder (new, empty, or an earlier demo's)")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--size", choices=["tiny", "small", "medium"], default="small")
     demo.set_defaults(func=_cmd_demo)

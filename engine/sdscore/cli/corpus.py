@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from sdscore.cli.console import console
+from sdscore.cli.outputs import add_overwrite_option, output_plan
 
 
 def _cmd_stratify(args: argparse.Namespace) -> int:
@@ -13,7 +14,10 @@ def _cmd_stratify(args: argparse.Namespace) -> int:
 
     from sdscore.corpus.stratify import run_stratify
 
-    summary = run_stratify(args.manifest, args.out, args.per_bucket, args.by, args.seed, remaining_out=args.remaining)
+    plan = output_plan(args, "sdscore corpus stratify")
+    out = plan.file(args.out, "--out")
+    remaining = None if args.remaining is None else plan.file(args.remaining, "--remaining")
+    summary = run_stratify(args.manifest, out, args.per_bucket, args.by, args.seed, remaining_out=remaining)
     table = Table(title=f"stratified: at most {args.per_bucket} per ({args.by})")
     keys = [k for k in summary["buckets"][0] if k not in ("available", "selected")] if summary["buckets"] else []
     for column in [*keys, "available", "selected"]:
@@ -35,6 +39,7 @@ def _cmd_select_dialogues(args: argparse.Namespace) -> int:
     from sdscore.cli.console import stage_progress
     from sdscore.protocols.naturalness.selection import select_dialogues
 
+    output_plan(args, "sdscore corpus select-dialogues").folder(args.out, "--out")
     with stage_progress() as progress, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # skipped conversations are printed below, from the summary
         summary = select_dialogues(
@@ -58,7 +63,8 @@ def _cmd_sample_check(args: argparse.Namespace) -> int:
 
     from sdscore.protocols.reward.human_check import run_sample_check
 
-    rows = run_sample_check(args.results, args.out, per_bucket=args.per_bucket, wrong=args.wrong, seed=args.seed)
+    out = output_plan(args, "sdscore corpus sample-check").file(args.out, "--out")
+    rows = run_sample_check(args.results, out, per_bucket=args.per_bucket, wrong=args.wrong, seed=args.seed)
     table = Table(title="human-check sample (SDiaReward Table 3 buckets)")
     for column in ("bucket", "pairs", "mean margin"):
         table.add_column(column, justify="left" if column == "bucket" else "right")
@@ -76,10 +82,11 @@ def _cmd_filter_sdiareward(args: argparse.Namespace) -> int:
     from sdscore.corpus import read_manifest, write_manifest
     from sdscore.protocols.reward.dataset_filters import filter_pairs
 
+    out = output_plan(args, "sdscore corpus filter-sdiareward").file(args.out, "--out")
     pairs = read_manifest(args.manifest, "reward")
     kept, dropped = filter_pairs(pairs, max_turns=args.max_turns,
                                  max_turn_seconds=None if args.no_durations else args.max_turn_seconds)
-    write_manifest(kept, args.out)
+    write_manifest(kept, out)
     for reason, n in dropped.items():
         console.print(f"dropped {n}: {escape(reason)}")
     console.print(f"{kept.height} of {pairs.height} pairs kept → [bold]{args.out}[/bold]")
@@ -92,11 +99,12 @@ def add_corpus_parser(sub) -> None:
     tools = corpus.add_subparsers(dest="tool", required=True)
     stratify = tools.add_parser("stratify", help="at most K reward pairs per (source, category) bucket (ESDR-Bench)")
     stratify.add_argument("manifest", type=Path)
-    stratify.add_argument("--out", required=True, type=Path, help="benchmark manifest (Parquet or JSONL)")
+    stratify.add_argument("--out", required=True, help="benchmark manifest (Parquet or JSONL)")
     stratify.add_argument("--per-bucket", type=int, default=50)
     stratify.add_argument("--by", default="source,category", help="comma-separated bucket columns")
     stratify.add_argument("--seed", type=int, default=0)
-    stratify.add_argument("--remaining", type=Path, help="write the pairs not selected here (e.g. a training set)")
+    stratify.add_argument("--remaining", help="write the pairs not selected here (e.g. a training set)")
+    add_overwrite_option(stratify)
     stratify.set_defaults(func=_cmd_stratify)
 
     select = tools.add_parser(
@@ -105,13 +113,14 @@ def add_corpus_parser(sub) -> None:
     )
     select.add_argument("segments", type=Path, help="segments table: conversation_id, speaker, start, end, text, "
                         "audio_path[, channel] (CSV/TSV/Parquet/JSONL)")
-    select.add_argument("--out", required=True, type=Path, help="output folder: metadata.csv and audio/")
+    select.add_argument("--out", required=True, help="output folder: metadata.csv and audio/")
     select.add_argument("--max-context-segments", type=int, default=5, help="context utterances kept (latest)")
     select.add_argument("--min-answer-seconds", type=float, default=1.0, help="shortest answer turn")
     select.add_argument("--max-turn-gap", type=float, default=0.5, help="a silence this long ends a turn")
     select.add_argument("--backchannel-max", type=float, default=0.5,
                         help="shorter utterances inside the other speaker's turn are backchannels")
-    select.add_argument("--overwrite", action="store_true", help="replace an earlier selection in --out")
+    select.add_argument("--overwrite", action="store_true", help="replace an earlier selection in --out (only "
+                        "when sdscore wrote everything in it)")
     select.add_argument("--strict", action="store_true", help="stop at the first bad row instead of skipping "
                         "its conversation")
     select.set_defaults(func=_cmd_select_dialogues)
@@ -119,7 +128,8 @@ def add_corpus_parser(sub) -> None:
     check = tools.add_parser("sample-check", help="reward pairs for a human check: model-wrong, high- and "
                              "low-confidence, random buckets (SDiaReward Table 3)")
     check.add_argument("results", type=Path, help="reward results (sdscore score reward)")
-    check.add_argument("--out", required=True, type=Path, help="the sample (Parquet or JSONL)")
+    check.add_argument("--out", required=True, help="the sample (Parquet or JSONL)")
+    add_overwrite_option(check)
     check.add_argument("--per-bucket", type=int, default=20, help="pairs in high, low and random (default 20)")
     check.add_argument("--wrong", type=int, default=15, help="mis-ranked pairs (default 15)")
     check.add_argument("--seed", type=int, default=0)
@@ -128,7 +138,8 @@ def add_corpus_parser(sub) -> None:
     filt = tools.add_parser("filter-sdiareward", help="SDiaReward's rule-based filters: even, alternating turns, "
                             "at most 16 turns, no turn over 60 s; prints what was dropped and why")
     filt.add_argument("manifest", type=Path, help="reward pairs (any format read_manifest takes)")
-    filt.add_argument("--out", required=True, type=Path, help="the kept pairs (Parquet or JSONL)")
+    filt.add_argument("--out", required=True, help="the kept pairs (Parquet or JSONL)")
+    add_overwrite_option(filt)
     filt.add_argument("--max-turns", type=int, default=16)
     filt.add_argument("--max-turn-seconds", type=float, default=60.0)
     filt.add_argument("--no-durations", action="store_true", help="skip the duration rule (no audio header read)")

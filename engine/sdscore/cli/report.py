@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from sdscore.cli.console import console
+from sdscore.cli.outputs import add_overwrite_option, output_plan
 from sdscore.protocols.registry import PROTOCOLS
 
 
@@ -39,7 +40,8 @@ def write_protocol_report(protocol: str, results: list[Path], metrics: Path, out
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    write_protocol_report(args.protocol, args.results, args.metrics, args.out, args, manifest=args.manifest)
+    out = output_plan(args, "sdscore report").file(args.out, "--out")
+    write_protocol_report(args.protocol, args.results, args.metrics, out, args, manifest=args.manifest)
     return 0
 
 
@@ -50,8 +52,9 @@ def add_report_parser(sub) -> None:
     report.add_argument("results", nargs="+", type=Path,
                         help="the results file(s) the metrics came from (arena: the battles manifest)")
     report.add_argument("--metrics", required=True, type=Path, help="METRICS.json written by `sdscore eval`")
-    report.add_argument("--out", required=True, type=Path, help="the HTML file to write")
+    report.add_argument("--out", required=True, help="the HTML file to write")
     report.add_argument("--manifest", type=Path,
                         help="where the items' audio is found (default: the manifest the results' provenance names)")
+    add_overwrite_option(report)
     add_audio_options(report)
     report.set_defaults(func=_cmd_report)

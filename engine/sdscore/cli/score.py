@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from sdscore.cli.console import console, stage_progress
+from sdscore.cli.outputs import add_overwrite_option, output_plan
 from sdscore.cli.report import add_audio_options
 from sdscore.protocols.registry import PROTOCOLS, protocol, score
 
@@ -24,7 +25,7 @@ def _positive(value: str) -> int:
 def _add_runtime_options(parser: argparse.ArgumentParser) -> None:
     """The runtime's options, the same for every protocol."""
     parser.add_argument("manifest", type=Path)
-    parser.add_argument("--out", required=True, type=Path, help="results Parquet (one row per manifest row)")
+    parser.add_argument("--out", required=True, help="results Parquet (one row per manifest row)")
     parser.add_argument("--workers", type=_positive, default=1,
                         help="worker processes on this machine, each with its own Scorer (with --ray: actors)")
     parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
@@ -38,8 +39,29 @@ def _add_runtime_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=["parquet", "jsonl", "versa", "scp"], default="parquet",
                         help="also write the finished results as JSONL, VERSA-style JSONL (one object per key) "
                              "or a folder of Kaldi-style <metric>.scp files (--out stays the Parquet results)")
-    parser.add_argument("--format-out", type=Path, metavar="PATH",
+    parser.add_argument("--format-out", metavar="PATH",
                         help="where --format goes (default: beside --out: OUT.jsonl, OUT.versa.jsonl, OUT_scp/)")
+    add_overwrite_option(parser)
+
+
+def _plan_score_outputs(args: argparse.Namespace) -> tuple[Path, Path | None]:
+    """Check --out, its shards and lock, and --format-out before any work; returns (out, format_out)."""
+    from sdscore.corpus.output_formats import default_destination
+    from sdscore.runtime.sharded_output import parts_folder
+
+    plan = output_plan(args, "sdscore score")
+    out = plan.file(args.out, "--out")
+    plan.reserve(parts_folder(out), "--out's shard folder")
+    plan.reserve(out.with_name(out.name + ".lock"), "--out's lock file")
+    if args.format == "parquet" and args.format_out is None:
+        return out, None
+    if args.format_out is None:
+        destination = default_destination(out, args.format)
+    else:
+        destination = args.format_out
+    if args.format == "scp":
+        return out, plan.folder(destination, "--format-out")
+    return out, plan.file(destination, "--format-out")
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
@@ -50,17 +72,18 @@ def _cmd_score(args: argparse.Namespace) -> int:
         options = {"num_cpus_per_actor": args.ray_cpus, "num_gpus_per_actor": args.ray_gpus}
     elif args.ray_cpus is not None or args.ray_gpus:
         raise ValueError("--ray-cpus / --ray-gpus need --ray")
+    out, format_out = _plan_score_outputs(args)
     with stage_progress() as progress:
-        summary = score(entry.name, args.manifest, args.out, executor=executor, workers=args.workers,
+        summary = score(entry.name, args.manifest, out, executor=executor, workers=args.workers,
                         ray_address=address, resume=args.resume, window_rows=args.window_rows,
                         executor_options=options, progress=progress, **entry.options().score_settings(args))
     resumed = f" ({summary.resumed_shards} shards kept from the interrupted run)" if summary.resumed_shards else ""
     console.print(f"{summary.rows} rows scored in {summary.seconds:.1f} s, {summary.failed} with errors{resumed} "
                   f"→ [bold]{summary.out}[/bold]")
-    if args.format != "parquet" or args.format_out is not None:
+    if format_out is not None:
         from sdscore.corpus.output_formats import write_results_as
 
-        written = write_results_as(summary.out, args.format, entry.name, args.format_out)
+        written = write_results_as(summary.out, args.format, entry.name, format_out, overwrite=args.overwrite)
         console.print(f"{args.format} → [bold]{written}[/bold]")
     return 1 if summary.failed else 0
 
@@ -77,22 +100,35 @@ def add_score_parser(sub) -> None:
     score.set_defaults(func=_cmd_score)
 
 
+#: Protocols whose `eval --plot` is a folder of figures (the others write one PNG file).
+PLOT_FOLDERS = ("judge", "naturalness")
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
+    from sdscore.output_paths import seal_folder
+
+    plan = output_plan(args, "sdscore eval")
+    out = plan.file(args.out, "--out")
+    plot = None
+    if args.plot is not None:
+        plot = plan.folder(args.plot, "--plot") if args.protocol in PLOT_FOLDERS else plan.file(args.plot, "--plot")
+    report = None if args.report is None else plan.file(args.report, "--report")
     options = {}
     if args.judge is not None or args.pool_judges:
         if args.protocol != "arena":
             raise ValueError("--judge and --pool-judges choose among an arena manifest's judges (eval arena only)")
         options = {"judge": args.judge, "pool_judges": args.pool_judges}
-    metrics = protocol(args.protocol).evaluate_files(args.results, args.out, plot=args.plot, seed=args.seed,
-                                                     **options)
+    metrics = protocol(args.protocol).evaluate_files(args.results, out, plot=plot, seed=args.seed, **options)
+    if plot is not None and args.protocol in PLOT_FOLDERS and plot.is_dir():
+        seal_folder(plot, "sdscore eval --plot")
     table = protocol(args.protocol).format_table(metrics)
     if table:
         console.print(table, markup=False, highlight=False, soft_wrap=True)
-    console.print(f"metrics ({len(json.dumps(metrics))} bytes of JSON) → [bold]{args.out}[/bold]")
-    if args.report is not None:
+    console.print(f"metrics ({len(json.dumps(metrics))} bytes of JSON) → [bold]{out}[/bold]")
+    if report is not None:
         from sdscore.cli.report import write_protocol_report
 
-        write_protocol_report(args.protocol, args.results, args.out, args.report, args)
+        write_protocol_report(args.protocol, args.results, out, report, args)
     return 0
 
 
@@ -101,14 +137,15 @@ def add_eval_parser(sub) -> None:
     ev = sub.add_parser("eval", help="metrics of results files (arena: of a battles manifest)")
     ev.add_argument("protocol", choices=list(PROTOCOLS))
     ev.add_argument("results", nargs="+", type=Path, help="results file(s); judge accepts several")
-    ev.add_argument("--out", required=True, type=Path, help="METRICS.json")
-    ev.add_argument("--plot", type=Path, help="; ".join(f"{e.name}: {e.plot_help}" for e in PROTOCOLS.values()
+    ev.add_argument("--out", required=True, help="METRICS.json")
+    ev.add_argument("--plot", help="; ".join(f"{e.name}: {e.plot_help}" for e in PROTOCOLS.values()
                                                       if e.plot_help))
     ev.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     ev.add_argument("--judge", metavar="NAME", help="arena: the judge whose battles give the headline ratings "
                                                    "(default: the only one, else human)")
     ev.add_argument("--pool-judges", action="store_true", help="arena: rate all judges' battles together")
-    ev.add_argument("--report", type=Path, metavar="HTML",
+    ev.add_argument("--report", metavar="HTML",
                     help="also write the evaluation as a self-contained HTML report (see `sdscore report`)")
+    add_overwrite_option(ev)
     add_audio_options(ev)
     ev.set_defaults(func=_cmd_eval)

@@ -6,33 +6,38 @@ import argparse
 from pathlib import Path
 
 from sdscore.cli.console import console, stage_progress
+from sdscore.cli.outputs import add_overwrite_option, output_plan
 
 
 def _cmd_train_reward(args: argparse.Namespace) -> int:
     import json
 
+    from sdscore.output_paths import staged_folder
     from sdscore.protocols.reward.training import run_train, run_train_head
 
-    with stage_progress() as progress:
+    if args.head_only and args.init is None:
+        raise ValueError("--head-only needs --init BASE_MODEL_DIR (the model whose pooled states are used)")
+    out = output_plan(args, "sdscore train").folder(args.out, "--out")
+    with stage_progress() as progress, \
+            staged_folder(out, overwrite=args.overwrite, command="sdscore train") as stage:
         if args.head_only:
-            if args.init is None:
-                raise ValueError("--head-only needs --init BASE_MODEL_DIR (the model whose pooled states are used)")
             options = {k: str(v) for k, v in (("base", args.base), ("system_prompt", args.system_prompt)) if v}
             summary = run_train_head(
-                args.manifest, args.out, args.init, pooled=args.pooled, eval_fraction=args.eval_fraction,
+                args.manifest, stage, args.init, pooled=args.pooled, eval_fraction=args.eval_fraction,
                 model_options=options, progress=progress, lr=args.lr, epochs=args.epochs, seed=args.seed,
                 center_lambda=args.center_lambda,
             )
         else:
             summary = run_train(
-                args.manifest, args.out, init=args.init, eval_manifest=args.eval, progress=progress,
+                args.manifest, stage, init=args.init, eval_manifest=args.eval, progress=progress,
                 lr=args.lr, epochs=args.epochs, max_steps=args.max_steps, batch_size=args.batch_size,
                 warmup_ratio=args.warmup_ratio, weight_decay=args.weight_decay, max_grad_norm=args.grad_clip,
                 eval_every=args.eval_every, eval_fraction=args.eval_fraction, center_lambda=args.center_lambda,
                 seed=args.seed, device=args.device,
             )
+    summary = {k: str(out) if v == str(stage) else v for k, v in summary.items()}  # the staged name is gone
     console.print_json(json.dumps(summary, default=str))
-    console.print(f"model → [bold]{args.out}[/bold]")
+    console.print(f"model → [bold]{out}[/bold]")
     return 0
 
 
@@ -42,7 +47,8 @@ def add_train_parser(sub) -> None:
     kinds = train.add_subparsers(dest="protocol", required=True)
     reward = kinds.add_parser("reward", help="train on a reward-pairs manifest")
     reward.add_argument("manifest", type=Path)
-    reward.add_argument("--out", required=True, type=Path, help="model folder (best checkpoint by eval loss)")
+    reward.add_argument("--out", required=True, help="model folder (best checkpoint by eval loss)")
+    add_overwrite_option(reward)
     reward.add_argument("--init", type=Path, help="start from this model folder (default: a fresh compact model)")
     reward.add_argument("--eval", type=Path, help="eval manifest (default: --eval-fraction of the pairs by id hash)")
     reward.add_argument("--eval-fraction", type=float, default=0.1)

@@ -10,6 +10,11 @@ Written from a finished results Parquet (the runtime always writes that, resumab
   are left out (a column with no value at all gets no file), booleans are 1/0.
 The key is the protocol's unique key: its id column, prefixed by `dataset/` where the protocol
 keys rows by dataset too and the row has one.
+
+Destinations follow the output-path policy (output_paths.py): an existing file is replaced only
+with ``overwrite``; the scp folder is built beside its destination and renamed into place, and an
+existing folder is replaced only when it is empty or (with ``overwrite``) an earlier sdscore output
+holding nothing sdscore did not write.
 """
 
 from __future__ import annotations
@@ -19,7 +24,6 @@ import math
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 import polars as pl
@@ -28,6 +32,7 @@ from sdscore.atomic_write import atomic_path
 from sdscore.corpus.schemas import manifest_spec
 from sdscore.corpus.validate import ERROR_COLUMN
 from sdscore.errors import SdscoreError
+from sdscore.output_paths import OutputPlan, staged_folder
 
 FORMATS = ("parquet", "jsonl", "versa", "scp")
 KEY = "key"
@@ -99,48 +104,48 @@ def _scp_value(value) -> str | None:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def write_scp(frame: pl.DataFrame, protocol: str, destination: Path, source: str) -> Path:
+def write_scp(frame: pl.DataFrame, protocol: str, destination: Path, source: str, *, overwrite: bool = False) -> Path:
     keys = _checked_keys(result_keys(frame, protocol), source, "scp")
     skip = _key_parts(protocol)
     metrics = [c for c, t in frame.schema.items() if c not in skip and c != ERROR_COLUMN and t in _NUMERIC]
     if not metrics:
         raise SdscoreError(f"{source}: no numeric columns to write as scp files")
     order = sorted(range(len(keys)), key=lambda i: keys[i].encode("utf-8"))
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name[:40]}.", dir=destination.parent))
-    try:
+    with staged_folder(destination, overwrite=overwrite, command="sdscore score --format scp") as staging:
         for metric in metrics:
             values = frame[metric].to_list()
             name = re.sub(r"[^A-Za-z0-9_.-]", "_", metric)
             lines = [f"{keys[i]} {text}\n" for i in order if (text := _scp_value(values[i])) is not None]
             if lines:  # a metric no row has (e.g. a model that was not given) gets no file
                 (staging / f"{name}.scp").write_text("".join(lines), encoding="utf-8")
-        if destination.exists():
-            if not destination.is_dir():
-                raise SdscoreError(f"{destination}: exists and is not a folder; cannot write scp files there")
-            shutil.rmtree(destination)
-        os.replace(staging, destination)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return destination
 
 
 def write_results_as(results: str | os.PathLike, fmt: str, protocol: str,
-                     destination: str | os.PathLike | None = None) -> Path:
-    """Write a finished results Parquet as `fmt` (see the module doc); returns what was written."""
+                     destination: str | os.PathLike | None = None, *, overwrite: bool = False) -> Path:
+    """Write a finished results Parquet as `fmt` (see the module doc); returns what was written.
+
+    The destination is checked by the output-path policy first: not the results file, not a folder
+    above it, and an existing one replaced only with overwrite (a folder: only an earlier sdscore
+    output holding nothing else)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown output format {fmt!r}; choose one of {', '.join(FORMATS)}")
     source = os.fspath(results)
     target = Path(destination) if destination is not None else default_destination(results, fmt)
+    plan = OutputPlan([results], overwrite=overwrite)
+    if fmt == "scp":
+        plan.folder(target, "--format-out")
+    else:
+        plan.file(target, "--format-out")
     if fmt == "parquet":
-        if target.resolve() != Path(results).resolve():
-            with atomic_path(target, durable=True) as temp:
-                shutil.copyfile(results, temp)
+        with atomic_path(target, durable=True) as temp:
+            shutil.copyfile(results, temp)
         return target
     if fmt == "jsonl":
         with atomic_path(target, durable=True) as temp:
             pl.scan_parquet(source).sink_ndjson(str(temp))
         return target
     frame = pl.read_parquet(source)
-    writer = write_versa if fmt == "versa" else write_scp
-    return writer(frame, protocol, target, source)
+    if fmt == "versa":
+        return write_versa(frame, protocol, target, source)
+    return write_scp(frame, protocol, target, source, overwrite=overwrite)

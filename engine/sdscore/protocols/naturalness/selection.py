@@ -22,7 +22,6 @@ import hashlib
 import math
 import os
 import re
-import shutil
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +39,7 @@ from sdscore.audio.checks import check_finite, check_target_rate
 from sdscore.corpus.audio_paths import resolve_path
 from sdscore.corpus.read import load_table
 from sdscore.errors import AudioError, ManifestError, SdscoreError
+from sdscore.output_paths import check_replaceable_folder, staged_folder
 from sdscore.protocols.naturalness.dialogue_turns import (
     Dialogue,
     Segment,
@@ -164,14 +164,16 @@ def select_dialogues(
     """`sdscore corpus select-dialogues`: select, cut and export every valid dialogue; returns the summary.
 
     A conversation with a bad row (or unreadable audio) is skipped with a warning and listed in the
-    summary's ``skipped`` (errors="raise": its first problem is raised instead). An existing
-    non-empty out_dir is refused unless overwrite, which replaces this module's outputs there.
+    summary's ``skipped`` (errors="raise": its first problem is raised instead). The selection is
+    built in a temp folder beside out_dir and renamed into place (output_paths.staged_folder): an
+    existing non-empty out_dir is refused unless overwrite, and even then unless it is an earlier
+    selection holding nothing sdscore did not write.
     Audio is read once per conversation, and only for conversations with dialogues.
     """
     settings = _check_settings(max_context_segments, min_answer_seconds, max_turn_gap, backchannel_max, errors)
     sample_rate = check_target_rate(sample_rate)
     out = Path(out_dir)
-    _refuse_existing(out, overwrite)
+    check_replaceable_folder(out, overwrite, "the output folder")
     table = read_segments(segments_path)
 
     by_conversation: dict[str | None, list[Segment]] = {}
@@ -195,12 +197,23 @@ def select_dialogues(
     if errors == "raise" and skipped:
         raise ManifestError(next(iter(skipped.values()))[0])
 
-    _clear_earlier_outputs(out)
+    with staged_folder(out, overwrite=overwrite, command="sdscore corpus select-dialogues") as stage:
+        summary = _export_selection(planned, by_conversation, skipped, table, settings, sample_rate, out, stage,
+                                    errors, workers, progress)
+    for entry in summary["skipped"]:
+        warnings.warn(f"conversation {entry['conversation_id']!r} skipped: " + " | ".join(entry["problems"]),
+                      stacklevel=2)
+    return summary
+
+
+def _export_selection(planned, by_conversation, skipped, table, settings, sample_rate, out: Path, stage: Path,
+                      errors, workers, progress) -> dict:
+    """Cut and write every planned dialogue into `stage` (which becomes `out`); returns the summary."""
     todo = [(c, d) for c, d in planned.items() if d]
 
     def export(job):
         try:
-            return _export_conversation(job[1], by_conversation[job[0]], out, sample_rate), None
+            return _export_conversation(job[1], by_conversation[job[0]], stage, sample_rate), None
         except SdscoreError as error:
             return [], error
 
@@ -219,7 +232,7 @@ def select_dialogues(
             skipped[conversation] = [str(error)]
         else:
             rows.extend(written)
-    _write_metadata(out / METADATA_FILE, rows)
+    _write_metadata(stage / METADATA_FILE, rows)
 
     skipped_list = [{"conversation_id": c, "problems": p} for c, p in skipped.items()]
     summary = {
@@ -233,10 +246,7 @@ def select_dialogues(
         "dialogues": len(rows),
         "skipped": skipped_list,
     }
-    write_json(out / SUMMARY_FILE, summary)
-    for entry in skipped_list:
-        warnings.warn(f"conversation {entry['conversation_id']!r} skipped: " + " | ".join(entry["problems"]),
-                      stacklevel=2)
+    write_json(stage / SUMMARY_FILE, summary)
     return summary
 
 
@@ -252,24 +262,6 @@ def _check_settings(max_context_segments, min_answer_seconds, max_turn_gap, back
     if errors not in ("skip", "raise"):
         raise ValueError(f"errors must be 'skip' or 'raise', got {errors!r}")
     return {"max_context_segments": int(max_context_segments), **{k: float(v) for k, v in named.items()}}
-
-
-def _refuse_existing(out: Path, overwrite: bool) -> None:
-    """Refuse a file, or a non-empty folder unless overwrite (no silently mixed selections)."""
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out}: exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise ValueError(f"{out}: output folder exists and is not empty; pass --overwrite to replace "
-                         "an earlier selection there")
-
-
-def _clear_earlier_outputs(out: Path) -> None:
-    """Remove what an earlier selection wrote in out (nothing else), then make sure out exists."""
-    for folder in CLIP_FOLDERS.values():
-        shutil.rmtree(out / folder, ignore_errors=True)
-    for name in (METADATA_FILE, SUMMARY_FILE):
-        (out / name).unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
 
 
 def _check_sources(segments: list[Segment]) -> None:
