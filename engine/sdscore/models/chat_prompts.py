@@ -75,9 +75,10 @@ def multimodal_messages(
         if turn.text is not None:
             parts.append({"type": "text", "text": turn.text})
         if wave is not None:
-            clip = np.asarray(wave, dtype=np.float32)
+            # a torch tensor (on the model's device) stays one: the scorer already made it float32
+            clip = wave if hasattr(wave, "detach") else np.asarray(wave, dtype=np.float32)
             if clip.ndim != 1:
-                raise ValueError(f"{episode_label(episode)} turn {n}: waveform must be 1-D mono, got shape {clip.shape}")
+                raise ValueError(f"{episode_label(episode)} turn {n}: waveform must be 1-D mono, got shape {tuple(clip.shape)}")
             parts.insert(0 if audio_first else len(parts), {"type": "audio", "audio": f"turn {n}"})
             clips.append(clip)
         messages.append({"role": turn.role, "content": parts})

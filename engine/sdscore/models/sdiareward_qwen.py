@@ -63,6 +63,7 @@ from sdscore.models.chat_prompts import (
     with_system_prompt,
 )
 from sdscore.models.episodes import Episode
+from sdscore.models.fused_decoder import fuse_decoder
 from sdscore.models.heads import Pooler, pooling_name
 from sdscore.models.packed_attention import (
     packed_inputs,
@@ -120,9 +121,11 @@ def token_positions(mask: torch.Tensor) -> torch.Tensor:
 FRONT_END_BATCH = 32
 
 
-def _clip_key(clip: np.ndarray) -> tuple:
-    """Identity of a clip's samples: views of one loaded array have the same buffer address,
-    length and stride (the cache holds the array, so the address cannot be reused meanwhile)."""
+def _clip_key(clip: np.ndarray | torch.Tensor) -> tuple:
+    """Identity of a clip's samples: views of one loaded array (or tensor) have the same buffer
+    address, length and stride (the cache holds the clip, so the address cannot be reused meanwhile)."""
+    if isinstance(clip, torch.Tensor):
+        return str(clip.device), clip.data_ptr(), len(clip), clip.stride()
     return clip.__array_interface__["data"][0], len(clip), clip.strides
 
 
@@ -140,6 +143,8 @@ class SDiaRewardQwenOmni(RewardModel):
     #: fast tokenizers mutate their state per call; one lock per class keeps the model deep-copyable
     _tokenizer_lock = threading.Lock()
     sample_rate = 16000
+    #: in-memory clips stay torch tensors on the model's device: the log-mel runs there
+    takes_device_waveforms = True
 
     def __init__(self, backbone: nn.Module, tokenizer: Any, feature_extractor: Any, chat_template: str,
                  system_prompt: str, pooling: str = "mean", audio_first: bool = False):
@@ -160,6 +165,7 @@ class SDiaRewardQwenOmni(RewardModel):
         pad = tokenizer.pad_token_id
         self.pad_token_id = int(pad if pad is not None else getattr(config.text_config, "pad_token_id", None) or 0)
         self.sample_rate = int(feature_extractor.sampling_rate)
+        fuse_decoder(backbone.language_model)  # one q/k/v and one gate/up GEMM, fused norm/rotary/SiLU (inference)
 
     @property
     def max_clip_seconds(self) -> float:
@@ -194,7 +200,8 @@ class SDiaRewardQwenOmni(RewardModel):
             if cached is not None:
                 features.append(cached[1])
             else:
-                features.append(clip_features(self.feature_extractor, clip))
+                host = clip.cpu().numpy() if isinstance(clip, torch.Tensor) else clip
+                features.append(clip_features(self.feature_extractor, host))
                 if features_cache is not None:
                     features_cache[_clip_key(clip)] = (clip, features[-1])
             counts.append(tokens)
@@ -227,7 +234,8 @@ class SDiaRewardQwenOmni(RewardModel):
         distinct: dict[tuple, np.ndarray] = {}
         for waves in audio:
             for wave in waves:
-                clip = None if wave is None else np.asarray(wave, dtype=np.float32)  # as multimodal_messages
+                clip = None if wave is None else wave if isinstance(wave, torch.Tensor) else np.asarray(
+                    wave, dtype=np.float32)  # as multimodal_messages
                 if clip is not None and clip.ndim == 1 and len(clip):
                     distinct.setdefault(_clip_key(clip), clip)
         device = next(self.parameters()).device if inference else torch.device("cpu")

@@ -79,7 +79,8 @@ def whisper_log_mel(waves: Sequence[np.ndarray], feature_extractor: Any,
                     device: torch.device | str | None = None) -> list[torch.Tensor]:
     """float32 [n_mels, F_i] per clip on `device` (default CPU), as `clip_features(fe, wave)`.
 
-    waves: 1-D arrays at the extractor's sampling rate (longer than n_samples: truncated, as the
+    waves: 1-D arrays, or torch tensors (on any device: they are copied into the batch on `device`
+    directly), at the extractor's sampling rate (longer than n_samples: truncated, as the
     processor does). All clips that allow it are computed in one batch; see the module doc. The
     batched clips' tensors are views into that batch's [N, n_mels, frames] result.
     """
@@ -88,9 +89,9 @@ def whisper_log_mel(waves: Sequence[np.ndarray], feature_extractor: Any,
     n_samples, hop = int(fe.n_samples), int(fe.hop_length)
     clips = []
     for n, wave in enumerate(waves):
-        wave = np.asarray(wave)
+        wave = wave if isinstance(wave, torch.Tensor) else np.asarray(wave)
         if wave.ndim != 1:
-            raise ValueError(f"audio clip {n}: expected a 1-D waveform, got shape {wave.shape}")
+            raise ValueError(f"audio clip {n}: expected a 1-D waveform, got shape {tuple(wave.shape)}")
         clips.append(wave[:n_samples])
     frames = [clip_frames(fe, len(c)) for c in clips]
     out: list[torch.Tensor | None] = [None] * len(clips)
@@ -99,13 +100,21 @@ def whisper_log_mel(waves: Sequence[np.ndarray], feature_extractor: Any,
         if _pads_with_zeros(fe) and not _needs_full_buffer(fe, frames[n]):
             batched.append(n)
         else:
-            out[n] = clip_features(fe, clip).to(device)
+            host = clip.cpu().numpy() if isinstance(clip, torch.Tensor) else clip
+            out[n] = clip_features(fe, host).to(device)
     if batched:
         length = hop * (max(frames[n] for n in batched) + TAIL_HOPS)
         host = torch.zeros(len(batched), length, dtype=torch.float32, pin_memory=device.type == "cuda")
+        on_device = []  # tensor clips are written into the batch on the device, never via the host
         for row, n in enumerate(batched):
-            host[row, : len(clips[n])] = torch.from_numpy(np.asarray(clips[n], dtype=np.float32))
-        logs = _log_mel_rows(host.to(device, non_blocking=True), fe)
+            if isinstance(clips[n], torch.Tensor):
+                on_device.append((row, n))
+            else:
+                host[row, : len(clips[n])] = torch.from_numpy(np.asarray(clips[n], dtype=np.float32))
+        rows = host.to(device, non_blocking=True)
+        for row, n in on_device:
+            rows[row, : len(clips[n])] = clips[n].to(device, torch.float32)
+        logs = _log_mel_rows(rows, fe)
         for row, n in enumerate(batched):
             out[n] = logs[row, :, : frames[n]]
     return out  # type: ignore[return-value]

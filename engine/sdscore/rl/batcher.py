@@ -77,8 +77,8 @@ def estimate_tokens(episode: Episode, sample_rate: int = 16000) -> int:
             continue
         if isinstance(turn.audio, (str, os.PathLike)):
             seconds = _file_seconds(os.fspath(turn.audio))
-        else:
-            seconds = int(np.prod(getattr(turn.audio, "shape", (0,)))) / sample_rate
+        else:  # an in-memory waveform (numpy, torch or any DLPack array with a shape)
+            seconds = int(np.prod(getattr(turn.audio, "shape", (0,)))) / (turn.sample_rate or sample_rate)
         tokens += seconds * AUDIO_TOKENS_PER_SECOND
     return max(1, math.ceil(tokens))
 
@@ -363,7 +363,7 @@ class RewardBatcher:
     def _score(self, batch: list[_Request]) -> None:
         episodes = [e for r in batch for e in r.episodes]
         try:
-            rewards, _, errors, _ = self.scorer.score_detailed(episodes)
+            rewards, _, errors, warnings = self.scorer.score_detailed(episodes)
         except Exception as exc:
             if len(batch) == 1:
                 self._settle(batch[0], None, exc)
@@ -371,6 +371,9 @@ class RewardBatcher:
             for request in batch:  # one request's input broke the whole batch: find whose
                 self._score([request])
             return
+        for episode, warning in zip(episodes, warnings):
+            if warning is not None:  # scored, as `sdscore score` scores it; its warning column says so
+                log.warning("sdscore reward: %s: %s", episode.id or "episode", warning)
         self.stats.batches += 1
         self.stats.batch_sizes.append(len(episodes))
         values = rewards.tolist()

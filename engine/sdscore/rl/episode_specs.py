@@ -5,8 +5,11 @@ One convention for every adapter (server, TRL, verl, OpenRLHF). An audio value m
 - a path (``str`` / ``os.PathLike``) or ``{"path": str}`` — read by the scorer's loader;
 - ``{"bytes": b"..."}`` (with or without ``"path"``: the form HF ``datasets`` stores an Audio column
   in) or ``{"base64": "..."}`` — an encoded file (WAV, FLAC, OGG, ...) decoded in memory;
-- ``{"array": samples, "sampling_rate": sr}`` (a decoded HF Audio item) — resampled to the model's rate;
-- a 1-D float numpy array or torch tensor — taken as already at the model's rate, as `Turn` does.
+- ``{"array": samples, "sampling_rate": sr}`` (a decoded HF Audio item) — resampled to the model's rate:
+  a numpy array on the host by the core; a torch tensor or any DLPack array (cupy, jax) on its own
+  device by `sdscore.audio.torch_resampler`, without passing through the host;
+- a 1-D float numpy array, torch tensor (any device) or DLPack array — taken as already at the
+  model's rate, as `Turn` does.
 
 A bad spec raises `EpisodeSpecError` naming where it is (``episodes[3].turns[1].audio``), so the
 caller can fail that request, or that sample, alone.
@@ -22,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from sdscore.audio.dlpack_waveforms import checked_waveform, dlpack_tensor, is_waveform_array
 from sdscore.audio.memory import decode_bytes, resample_array
 from sdscore.errors import AudioError, SdscoreError
 from sdscore.models.episodes import Episode, Turn
@@ -41,7 +45,7 @@ def audio_from_spec(spec: Any, sample_rate: int, where: str, *, max_seconds: flo
         if not allow_paths:
             raise EpisodeSpecError(f"{where}: server-local paths are not accepted here; send the audio as base64")
         return os.fspath(spec)
-    if isinstance(spec, np.ndarray) or type(spec).__module__.startswith("torch"):
+    if is_waveform_array(spec):
         return spec
     if not isinstance(spec, Mapping):
         raise EpisodeSpecError(f"{where}: expected a path, a waveform or a dict with path / bytes / base64 / "
@@ -69,7 +73,10 @@ def audio_from_spec(spec: Any, sample_rate: int, where: str, *, max_seconds: flo
             rate = spec.get("sampling_rate", spec.get("sample_rate"))
             if rate is None:
                 raise EpisodeSpecError(f"{where}: an 'array' needs its 'sampling_rate'")
-            return resample_array(spec["array"], int(rate), sample_rate, name=where, max_seconds=max_seconds)
+            array = spec["array"]
+            if is_waveform_array(array) and not isinstance(array, np.ndarray):
+                return _device_array(array, rate, sample_rate, where, max_seconds)
+            return resample_array(array, int(rate), sample_rate, name=where, max_seconds=max_seconds)
     except AudioError as exc:
         raise EpisodeSpecError(str(exc)) from None
     except (TypeError, ValueError) as exc:
@@ -78,6 +85,19 @@ def audio_from_spec(spec: Any, sample_rate: int, where: str, *, max_seconds: flo
         return audio_from_spec(spec["path"], sample_rate, f"{where}.path", allow_paths=allow_paths)
     raise EpisodeSpecError(f"{where}: the audio dict has none of path, bytes, base64 or array "
                            f"(keys: {', '.join(map(str, spec)) or 'none'})")
+
+
+def _device_array(array: Any, rate: Any, sample_rate: int, where: str, max_seconds: float) -> Any:
+    """A DLPack array at `rate` as a float32 tensor at `sample_rate` on the array's own device
+    (a [channels, samples] array is averaged over its channels, as resample_array does)."""
+    try:
+        tensor = dlpack_tensor(array, where)
+        if tensor.ndim == 2 and tensor.is_floating_point():
+            tensor = tensor.float().mean(0)
+        return checked_waveform(tensor, where, model_rate=sample_rate, rate=rate, device=tensor.device,
+                                max_seconds=max_seconds)
+    except ValueError as exc:
+        raise EpisodeSpecError(str(exc)) from None
 
 
 def episode_from_spec(spec: Any, sample_rate: int, where: str = "episode", **audio_options: Any) -> Episode:
