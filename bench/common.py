@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -141,9 +142,44 @@ FLITE_VOICES = ("slt", "awb", "rms", "kal")
 ESPEAK_VOICES = ("en-us", "en+f3", "en-gb", "en+m3")
 
 
+#: a folder of clips rendered ahead (bench/gpu/prepare.sh): on machines without flite and
+#: espeak-ng (the lent GPU machine), render_tts copies the clip of each (voice, text) from there
+TTS_CACHE_ENV = "SDSCORE_TTS_CACHE"
+
+
+def _cache_name(engine: str, voice: str, text: str) -> str:
+    import hashlib
+
+    return hashlib.sha1(f"{engine}|{voice}|{text}".encode()).hexdigest()[:20] + ".flac"
+
+
+def _from_cache(cache: Path, name: str, path: Path) -> bool:
+    """Write the cached clip `name` (FLAC, 16-bit) as the 16-bit WAV `path`; False when absent."""
+    if not (cache / name).is_file():
+        return False
+    import soundfile as sf
+
+    samples, rate = sf.read(cache / name, dtype="int16")
+    sf.write(path, samples, rate, subtype="PCM_16")
+    return True
+
+
+def _to_cache(cache: Path, name: str, path: Path) -> None:
+    import soundfile as sf
+
+    samples, rate = sf.read(path, dtype="int16")
+    cache.mkdir(parents=True, exist_ok=True)
+    sf.write(cache / name, samples, rate, format="FLAC", subtype="PCM_16")
+
+
 def render_tts(folder: Path, count: int, words: tuple[int, int], espeak_every: int, prefix: str) -> list[str]:
-    """count seeded TTS files of words[0]..words[1] words; every espeak_every-th from espeak-ng, else flite."""
-    if shutil.which("flite") is None or shutil.which("espeak-ng") is None:
+    """count seeded TTS files of words[0]..words[1] words; every espeak_every-th from espeak-ng, else flite.
+
+    With $SDSCORE_TTS_CACHE set, a clip found there is copied instead of rendered, and a clip
+    rendered is added there (bench/gpu/prepare.sh fills it for the GPU run)."""
+    cache = Path(os.environ[TTS_CACHE_ENV]) if os.environ.get(TTS_CACHE_ENV) else None
+    have_tts = shutil.which("flite") is not None and shutil.which("espeak-ng") is not None
+    if not have_tts and cache is None:
         raise SystemExit("the benchmark needs flite and espeak-ng to render speech (make install)")
     rng = np.random.default_rng(0)
     paths = []
@@ -152,9 +188,18 @@ def render_tts(folder: Path, count: int, words: tuple[int, int], espeak_every: i
         path = folder / f"{prefix}{i:03d}.wav"
         if i % espeak_every == espeak_every - 1:
             voice = ESPEAK_VOICES[i // espeak_every % len(ESPEAK_VOICES)]
-            subprocess.run(["espeak-ng", "-v", voice, "-w", str(path), text], check=True)
+            command = ["espeak-ng", "-v", voice, "-w", str(path), text]
         else:
             voice = FLITE_VOICES[i % len(FLITE_VOICES)]
-            subprocess.run(["flite", "-voice", voice, "-t", text, "-o", str(path)], check=True)
+            command = ["flite", "-voice", voice, "-t", text, "-o", str(path)]
+        name = _cache_name(command[0], voice, text)
+        if cache is None or not _from_cache(cache, name, path):
+            if not have_tts:
+                raise SystemExit(f"clip {i} ({command[0]} voice {voice!r}: {text!r}) is not in "
+                                 f"${TTS_CACHE_ENV}={cache} and flite/espeak-ng are not installed here; "
+                                 "fill the cache with bench/gpu/prepare.sh")
+            subprocess.run(command, check=True)
+            if cache is not None:
+                _to_cache(cache, name, path)
         paths.append(str(path))
     return paths
