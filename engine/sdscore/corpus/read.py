@@ -20,9 +20,9 @@ import pyarrow as pa
 
 from sdscore.corpus.audio_paths import resolve_audio_paths
 from sdscore.corpus.embedded_audio import embedded_audio_to_paths
-from sdscore.corpus.hf_dataset_format import read_dataset_folder
+from sdscore.corpus.hf_dataset_format import read_dataset_folder, split_files
 from sdscore.corpus.kaldi_format import WAV_SCP, is_kaldi_dir, read_kaldi_dir
-from sdscore.corpus.lhotse_format import first_row, is_lhotse_row, read_lhotse_manifest
+from sdscore.corpus.lhotse_format import first_row, is_lhotse_row, read_lhotse_manifest, recordings_path_for
 from sdscore.corpus.native_format import (
     jsonl_objects,
     read_arrow,
@@ -121,6 +121,29 @@ def _load_table(source: str) -> RawTable:
             f"{', '.join(_READERS)}, .jsonl.gz (Lhotse), wav.scp, a Kaldi data directory or a dataset folder"
         )
     return reader(source, source, base_dir)
+
+
+#: The files of a Kaldi data directory that read_kaldi_dir reads (the rows' content).
+_KALDI_TABLES = (WAV_SCP, "segments", "text", "utt2spk")
+#: A dataset folder's metadata files (which splits and files make the dataset).
+_DATASET_METADATA = ("dataset_dict.json", "state.json", "dataset_info.json")
+
+
+def row_source_files(path: str | os.PathLike) -> list[Path]:
+    """The files whose bytes define a manifest's rows, in a fixed order: the file itself (a
+    WebDataset tar with its audio members), a Lhotse SupervisionSet's RecordingSet beside it, a
+    Kaldi directory's tables (also for a wav.scp given alone), a dataset folder's metadata and split
+    files. Resume hashes them (runtime/provenance.py): other files in those folders do not count."""
+    source = Path(path)
+    if source.is_dir():
+        if is_kaldi_dir(source):
+            return [source / name for name in _KALDI_TABLES if (source / name).is_file()]
+        files = [source / name for name in _DATASET_METADATA if (source / name).is_file()]
+        return files + [file for split in split_files(source).values() for file in split]
+    if source.name.lower() == WAV_SCP:
+        return [source.parent / name for name in _KALDI_TABLES if (source.parent / name).is_file()]
+    recordings = recordings_path_for(str(source)) if "supervisions" in source.name else None
+    return [source] + ([Path(recordings)] if recordings else [])
 
 
 def _first_line_is_lhotse(path: str) -> bool:

