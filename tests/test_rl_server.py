@@ -87,7 +87,8 @@ def test_score_under_concurrent_clients_equals_batched(scorer, clips, tmp_path):
         paths.append(str(p))
     want_b64, want_path = _expected(scorer, clips), _expected(scorer, clips, paths)
     batcher = RewardBatcher(scorer, max_batch=16, max_wait_ms=10)
-    with running(create_app(batcher)) as (url, _), httpx.Client(base_url=url, timeout=60) as client:
+    app = create_app(batcher, limits=ServerLimits(allow_paths=(tmp_path,)))
+    with running(app) as (url, _), httpx.Client(base_url=url, timeout=60) as client:
         def one(i):
             body = {"episodes": [_episode_json(*clips[i], i, as_path=paths[i] if i % 2 else None)]}
             r = client.post("/score", json=body)
@@ -143,7 +144,8 @@ def test_get_reward_in_openrlhf_format(scorer, clips):
     (b'{"episodes": [{"turns": [{"role": "robot", "text": "hi"}]}]}', 422, "role"),
     (b'{"episodes": [{"turns": [{"role": "user", "audio": {"base64": "@@@"}}]}]}', 422, "not valid base64"),
     (b'{"episodes": [{"turns": [{"role": "user", "audio": {"base64": "UklGRg=="}}]}]}', 422, "episodes\\[0\\]"),
-    (b'{"episodes": [{"turns": [{"role": "user", "audio": "/no/such/file.wav"}]}]}', 422, "no such file"),
+    (b'{"episodes": [{"turns": [{"role": "user", "audio": "/no/such/file.wav"}]}]}', 403,
+     "reads no server-local audio paths"),
 ])
 def test_bad_requests_get_4xx_with_a_message(scorer, body, status, message):
     with running(create_app(RewardBatcher(scorer))) as (url, _), httpx.Client(base_url=url) as client:

@@ -11,10 +11,17 @@ from sdscore.cli.console import console
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from sdscore.rl.batcher import RewardBatcher
+    from sdscore.rl.audio_paths import AudioPathPolicy
     from sdscore.rl.server import ServerLimits, serve
     from sdscore.runtime.reward.episode_scorer import RewardScorer
 
     token = os.environ.get(args.token_env) or None
+    # the limits first: a bad folder or timeout is reported before the model loads
+    limits = ServerLimits(max_body_bytes=int(args.max_body_mb * 1024 * 1024), request_timeout_s=args.timeout_s,
+                          allow_paths=tuple(args.allow_paths or ()), error_reward=args.error_reward,
+                          body_timeout_s=args.body_timeout_s, idle_timeout_s=args.idle_timeout_s,
+                          max_connections=args.max_connections)
+    AudioPathPolicy.allowing(limits.allow_paths)
     if args.host not in ("127.0.0.1", "localhost", "::1") and token is None:
         console.print(f"[yellow]warning:[/yellow] listening on {args.host} without a token "
                       f"(set ${args.token_env} to require one)")
@@ -27,11 +34,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     # the model scores on this (the main) thread and HTTP runs on another: see RewardBatcher(worker=)
     batcher = RewardBatcher(scorer, max_batch=args.max_batch, max_tokens=args.max_tokens,
                             max_wait_ms=args.max_wait_ms, max_queue=args.max_queue, worker="caller")
-    limits = ServerLimits(max_body_bytes=int(args.max_body_mb * 1024 * 1024), request_timeout_s=args.timeout_s,
-                          allow_paths=not args.no_paths, error_reward=args.error_reward)
     auth = f"bearer token from ${args.token_env}" if token else "no token"
-    console.print(f"serving {args.model} on http://{args.host}:{args.port} ({auth}; max batch {args.max_batch}, "
-                  f"max wait {args.max_wait_ms:g} ms)")
+    paths = ("audio paths under " + ", ".join(map(str, limits.allow_paths)) if limits.allow_paths
+             else "no server-local audio paths")
+    console.print(f"serving {args.model} on http://{args.host}:{args.port} ({auth}; {paths}; "
+                  f"max batch {args.max_batch}, max wait {args.max_wait_ms:g} ms)")
     if not serve(batcher, host=args.host, port=args.port, token=token, limits=limits, log_level=args.log_level):
         console.print(f"[red]error:[/red] the server could not start on {args.host}:{args.port} (see the log above)")
         return 2
@@ -58,12 +65,23 @@ def add_serve_parser(sub) -> None:
                        help="how long a batch waits for more requests after its first (default 5)")
     serve.add_argument("--max-tokens", type=int, help="estimated tokens per batch at most (default: no budget)")
     serve.add_argument("--max-queue", type=int, default=4096,
-                       help="episodes waiting at most; beyond it requests get 503 (default 4096)")
+                       help="episodes waiting at most; beyond it requests get 503, and a request with more episodes than this 413 (default 4096)")
     serve.add_argument("--max-body-mb", type=float, default=32.0, help="request body cap in MiB (default 32)")
     serve.add_argument("--timeout-s", type=float, default=120.0, help="per-request timeout (default 120 s)")
     serve.add_argument("--token-env", default="SDSCORE_SERVE_TOKEN", metavar="NAME",
                        help="environment variable holding the bearer token; when set, requests need it")
-    serve.add_argument("--no-paths", action="store_true", help="refuse server-local audio paths (base64 only)")
+    paths = serve.add_mutually_exclusive_group()
+    paths.add_argument("--allow-paths", action="append", metavar="DIR",
+                       help="read server-local audio paths, but only under DIR (checked after symlinks are "
+                            "resolved); repeat for more folders. Default: none (base64 audio only)")
+    paths.add_argument("--no-paths", action="store_true",
+                       help="base64 audio only: the default now, kept so older command lines still run")
+    serve.add_argument("--body-timeout-s", type=float, default=60.0,
+                       help="a request's whole body must arrive within this (else 408; default 60 s)")
+    serve.add_argument("--idle-timeout-s", type=float, default=15.0,
+                       help="close a connection with no request in progress after this (default 15 s)")
+    serve.add_argument("--max-connections", type=int, default=1024,
+                       help="connections open at once; more are closed as they arrive (default 1024)")
     serve.add_argument("--error-reward", type=float,
                        help="/get_reward: the reward of a sample that cannot be scored (default: answer 422)")
     serve.add_argument("--backend", default="auto", choices=["auto", "torch", "onnxruntime", "tensorrt"])

@@ -3,30 +3,39 @@
 Endpoints (JSON; errors are ``{"error": message}`` with a 4xx/5xx status):
 
 - ``POST /score`` — ``{"episodes": [{"turns": [{"role", "text"?, "audio"?}], "criterion"?, "id"?}]}``
-  → ``{"scores": [float | null], "errors": [str | null]}``. Audio: a server-local path (when the
-  server allows paths), ``{"path"}``, ``{"base64"}`` (WAV/FLAC/OGG bytes). A request that does not
-  describe episodes (bad JSON, unknown fields, bad base64, undecodable or missing audio) gets 4xx
-  and nothing is scored; an episode that fails while scoring gets null and its error (HTTP 200).
+  → ``{"scores": [float | null], "errors": [str | null]}``. Audio: ``{"base64"}`` (WAV/FLAC/OGG
+  bytes), or a server-local path / ``{"path"}`` when the server allows paths under some folders
+  (`ServerLimits.allow_paths`; none by default). A request that does not describe episodes (bad
+  JSON, unknown fields, bad base64, undecodable or missing audio) gets 4xx and nothing is scored;
+  a path outside the allowed folders gets 403; an episode that fails while scoring gets null and
+  its error (HTTP 200).
 - ``POST /get_reward`` — OpenRLHF's remote reward format: ``{"query": [str], "prompts"?: [str],
   "labels"?: [...]}`` → ``{"rewards", "scores", "extra_logs"}``. Each query is prompt + response
   text; the response is the query after its prompt. A label may be an object (or a JSON string)
   with ``"audio"`` (the response's audio spec) and ``"context"`` (chat messages replacing the
-  prompt as context). OpenRLHF needs a number per sample: a sample that fails answers 422 naming
-  it, unless the server was started with an ``error_reward``.
+  prompt as context). OpenRLHF needs a number per sample: a sample that fails (while scoring, or
+  because its audio cannot be read or decoded) answers 422 naming it, unless the server was
+  started with an ``error_reward``: then that sample gets it, flagged in
+  ``extra_logs.sdscore_failed``.
 - ``GET /healthz`` (no token needed) and ``GET /metrics`` (Prometheus text format).
 
-Safety: binds 127.0.0.1 unless told otherwise; an optional bearer token (read from an environment
-variable by the CLI; compared in constant time; never logged or echoed); a body-size cap enforced
-while reading (chunked bodies too); a per-request timeout (504; a request still queued is
-withdrawn); a full queue answers 503 with Retry-After. Shutdown (SIGINT/SIGTERM) stops accepting,
-lets in-flight requests finish and drains the batcher.
+Safety (clients are not trusted): binds 127.0.0.1 unless told otherwise; an optional bearer token
+(read from an environment variable by the CLI; compared in constant time; never logged or
+echoed); no server-local path is read unless folders are allowed, and then only under them,
+checked after symlinks are resolved; a body-size cap enforced while reading (chunked bodies
+too); a deadline for the whole body (408); a JSON nesting cap checked before parsing (400); at
+most `max_connections` connections, each closed when idle (sdscore.rl.connection_guard); a
+per-request timeout (504; a request still queued is withdrawn); a full queue answers 503 with
+Retry-After, and a request that could never fit in the queue 413. A client that disconnects
+mid-request is one log line. Shutdown (SIGINT/SIGTERM) stops accepting, drops requests whose
+body is still arriving, lets the requests already read finish and drains the batcher; a second
+signal fails the requests still queued (503) instead of waiting for them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import os
 import signal
@@ -36,7 +45,7 @@ from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import (  # the `serve` extra; FastAPI resolves these annotations by name
@@ -44,9 +53,13 @@ from fastapi import (  # the `serve` extra; FastAPI resolves these annotations b
     Request,
 )
 from fastapi.responses import JSONResponse, PlainTextResponse
+from starlette.requests import ClientDisconnect
 
+from sdscore.errors import SdscoreError
 from sdscore.models.episodes import Episode
+from sdscore.rl.audio_paths import AudioPathMissing, AudioPathPolicy, AudioPathRefused
 from sdscore.rl.batcher import BatcherClosedError, QueueFullError, RewardBatcher
+from sdscore.rl.bounded_json import JSONBodyError, loads_bounded
 from sdscore.rl.episode_specs import (
     DEFAULT_MAX_AUDIO_BYTES,
     EpisodeSpecError,
@@ -55,6 +68,7 @@ from sdscore.rl.episode_specs import (
 )
 
 log = logging.getLogger(__name__)
+http_log = logging.getLogger("uvicorn.error")  # what the operator sees next to uvicorn's own lines
 
 TOKEN_ENV = "SDSCORE_SERVE_TOKEN"
 _PATHS = ("/score", "/get_reward", "/healthz", "/metrics")
@@ -62,14 +76,42 @@ _PATHS = ("/score", "/get_reward", "/healthz", "/metrics")
 INLINE_DECODE_BYTES = 1 << 20
 
 
+class ServerConfigError(SdscoreError):
+    """A server limit that cannot work (a non-positive timeout, ...)."""
+
+
 @dataclass(frozen=True)
 class ServerLimits:
+    """What one client may ask of the server. `allow_paths`: folders under which server-local
+    audio paths may be read (empty: none); `body_timeout_s`: the whole body must arrive within
+    it (408); `idle_timeout_s`: a connection with no request in progress is closed after it;
+    `max_connections`: connections open at once (more are closed as they arrive);
+    `max_json_depth`: nesting of a JSON body (400 beyond)."""
+
     max_body_bytes: int = 32 * 1024 * 1024
     max_episodes: int = 1024
     request_timeout_s: float = 120.0
     max_audio_bytes: int = DEFAULT_MAX_AUDIO_BYTES
-    allow_paths: bool = True
+    allow_paths: tuple[str | os.PathLike, ...] = ()
     error_reward: float | None = None
+    body_timeout_s: float = 60.0
+    idle_timeout_s: float = 15.0
+    max_connections: int = 1024
+    max_json_depth: int = 32
+
+    def __post_init__(self) -> None:
+        if isinstance(self.allow_paths, (bool, str, os.PathLike)):
+            raise ServerConfigError(f"allow_paths takes a list of folders, got {self.allow_paths!r} "
+                                    f"(no path is read unless its folder is listed)")
+        object.__setattr__(self, "allow_paths", tuple(self.allow_paths))
+        for name in ("request_timeout_s", "body_timeout_s", "idle_timeout_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise ServerConfigError(f"{name} must be a positive number of seconds, got {value!r}")
+        for name in ("max_body_bytes", "max_episodes", "max_audio_bytes", "max_connections", "max_json_depth"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ServerConfigError(f"{name} must be a positive integer, got {value!r}")
 
 
 class HTTPProblem(Exception):
@@ -84,8 +126,14 @@ def create_app(batcher: RewardBatcher, *, token: str | None = None, limits: Serv
     http_counts: Counter = Counter()
     sample_rate = int(batcher.scorer.model.sample_rate)
     max_seconds = float(getattr(batcher.scorer, "max_audio_seconds", 0.0) or 0.0)
-    audio_options = {"max_seconds": max_seconds, "max_bytes": limits.max_audio_bytes,
-                     "allow_paths": limits.allow_paths}
+    # paths pass the spec parser as strings and are checked (after symlinks) by the policy
+    audio_options = {"max_seconds": max_seconds, "max_bytes": limits.max_audio_bytes, "allow_paths": True}
+    paths = AudioPathPolicy.allowing(limits.allow_paths)
+    # a request with more episodes than the queue holds would get 503 "retry later" for ever
+    most_episodes = min(limits.max_episodes, batcher.max_queue)
+    too_many = (f"the limit of {limits.max_episodes} per request" if limits.max_episodes <= batcher.max_queue else
+                f"the reward queue's capacity of {batcher.max_queue} (the server's max_queue): "
+                f"such a request could never be queued; split it")
 
     # Turning a request into episodes (base64 → WAV decode → resample) runs on the event loop for
     # small bodies — a thread hop costs more than the work (measured: 250 vs 210 requests/s on 2
@@ -110,6 +158,10 @@ def create_app(batcher: RewardBatcher, *, token: str | None = None, limits: Serv
             return fn(*args)
         return await asyncio.get_running_loop().run_in_executor(decoder, fn, *args)
 
+    async def parsed_body(request: Request) -> tuple[Any, int]:
+        raw = await _read_body(request, limits.max_body_bytes, limits.body_timeout_s)
+        return await decoded(len(raw), _parse_json, raw, limits.max_json_depth), len(raw)
+
     @app.exception_handler(HTTPProblem)
     async def problem_handler(request: Request, problem: HTTPProblem):
         return JSONResponse({"error": problem.message}, problem.status, headers=problem.headers)
@@ -128,14 +180,13 @@ def create_app(batcher: RewardBatcher, *, token: str | None = None, limits: Serv
     @app.post("/score")
     async def score(request: Request):
         with batcher.arriving():  # a batch waits (≤ max_wait_ms) for requests still being read
-            body, size = await _json_body(request, limits.max_body_bytes)
+            body, size = await parsed_body(request)
             episodes_in = _fields(body, required={"episodes"}, optional=set())["episodes"]
             if not isinstance(episodes_in, list) or not episodes_in:
                 raise HTTPProblem(422, "'episodes' must be a non-empty list")
-            if len(episodes_in) > limits.max_episodes:
-                raise HTTPProblem(413, f"{len(episodes_in)} episodes exceed the limit of {limits.max_episodes} "
-                                       f"per request")
-            episodes = await decoded(size, _episodes, episodes_in, sample_rate, audio_options)
+            if len(episodes_in) > most_episodes:
+                raise HTTPProblem(413, f"{len(episodes_in)} episodes exceed {too_many}")
+            episodes = await decoded(size, _episodes, episodes_in, sample_rate, audio_options, paths)
             future = _submit(batcher, episodes)
         results = await _scored(future, limits.request_timeout_s)
         return {"scores": [s for s, _ in results], "errors": [e for _, e in results]}
@@ -143,11 +194,11 @@ def create_app(batcher: RewardBatcher, *, token: str | None = None, limits: Serv
     @app.post("/get_reward")
     async def get_reward(request: Request):
         with batcher.arriving():
-            body, size = await _json_body(request, limits.max_body_bytes)
+            body, size = await parsed_body(request)
             fields = _fields(body, required={"query"}, optional={"prompts", "labels"})
-            episodes = await decoded(size, _openrlhf_episodes, fields, sample_rate, audio_options,
-                                     limits.max_episodes)
-            future = _submit(batcher, episodes)
+            items = await decoded(size, _openrlhf_episodes, fields, sample_rate, audio_options, paths,
+                                  most_episodes, too_many, limits.max_json_depth, limits.error_reward is not None)
+            future = _submit(batcher, items)
         results = await _scored(future, limits.request_timeout_s)
         failed = [f"query[{i}]: {e}" for i, (_, e) in enumerate(results) if e is not None]
         if failed and limits.error_reward is None:
@@ -160,9 +211,22 @@ def create_app(batcher: RewardBatcher, *, token: str | None = None, limits: Serv
     return app
 
 
+class _ClientGone(Exception):
+    """The client disconnected before its request body had arrived: nobody to answer."""
+
+    def __init__(self, received: int):
+        super().__init__(f"the client disconnected after {received} bytes of the request body")
+        self.received = received
+
+
+#: the status a request whose client disconnected is counted under (nginx's "client closed request")
+CLIENT_CLOSED = 499
+
+
 class _Guard:
     """Pure ASGI middleware (no per-request task or stream, unlike Starlette's BaseHTTPMiddleware):
-    the bearer token for every path but /healthz, and response counts by path and status."""
+    the bearer token for every path but /healthz, response counts by path and status, and a
+    client that disconnected mid-request logged as one line."""
 
     def __init__(self, app, token: str | None, counts: Counter):
         self.app, self.token, self.counts = app, token, counts
@@ -186,6 +250,10 @@ class _Guard:
         except HTTPProblem as problem:
             await JSONResponse({"error": problem.message}, problem.status, headers=problem.headers)(
                 scope, receive, counted_send)
+        except _ClientGone as gone:
+            status[0] = CLIENT_CLOSED
+            client = "%s:%d - " % tuple(scope["client"][:2]) if scope.get("client") else ""
+            http_log.info('%s"%s %s": %s', client, scope["method"], scope["path"], gone)
         finally:
             self.counts[(path, status[0])] += 1
 
@@ -196,7 +264,8 @@ def _check_token(header: str | None, token: str) -> None:
         raise HTTPProblem(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
 
 
-async def _json_body(request, limit: int) -> tuple[Any, int]:
+async def _read_body(request, limit: int, timeout_s: float) -> bytes:
+    """The whole body, at most `limit` bytes, arrived within `timeout_s` (408 otherwise)."""
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
@@ -206,15 +275,30 @@ async def _json_body(request, limit: int) -> tuple[Any, int]:
         if declared_bytes > limit:
             raise HTTPProblem(413, f"request body of {declared_bytes} bytes exceeds the limit of {limit} bytes")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise HTTPProblem(413, f"request body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
+
+    async def read() -> None:
+        nonlocal size
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise HTTPProblem(413, f"request body exceeds the limit of {limit} bytes")
+            chunks.append(chunk)
+
     try:
-        return json.loads(b"".join(chunks)), size
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise HTTPProblem(400, f"malformed JSON: {exc}") from None
+        await asyncio.wait_for(read(), timeout_s)
+    except asyncio.TimeoutError:
+        raise HTTPProblem(408, f"the request body did not arrive within {timeout_s:g} s ({size} bytes came)",
+                          {"Connection": "close"}) from None
+    except ClientDisconnect:
+        raise _ClientGone(size) from None
+    return b"".join(chunks)
+
+
+def _parse_json(raw: bytes, max_depth: int) -> Any:
+    try:
+        return loads_bounded(raw, max_depth)
+    except JSONBodyError as exc:
+        raise HTTPProblem(400, str(exc)) from None
 
 
 def _fields(body: Any, *, required: set[str], optional: set[str]) -> dict:
@@ -230,28 +314,35 @@ def _fields(body: Any, *, required: set[str], optional: set[str]) -> dict:
     return body
 
 
-def _episodes(specs: list, sample_rate: int, audio_options: dict) -> list[Episode]:
+def _episodes(specs: list, sample_rate: int, audio_options: dict, paths: AudioPathPolicy) -> list[Episode]:
     try:
         episodes = [episode_from_spec(s, sample_rate, f"episodes[{i}]", **audio_options) for i, s in enumerate(specs)]
-    except EpisodeSpecError as exc:
+        return [_with_allowed_paths(e, paths, e.id) for e in episodes]
+    except AudioPathRefused as exc:
+        raise HTTPProblem(403, str(exc)) from None
+    except (EpisodeSpecError, AudioPathMissing) as exc:
         raise HTTPProblem(422, str(exc)) from None
-    _check_paths(episodes)
-    return episodes
 
 
-def _check_paths(episodes: list[Episode]) -> None:
-    for episode in episodes:
-        for k, turn in enumerate(episode.turns):
-            if isinstance(turn.audio, (str, os.PathLike)) and not os.path.isfile(turn.audio):
-                raise HTTPProblem(422, f"{episode.id}.turns[{k}].audio: no such file on the server: {turn.audio}")
+def _with_allowed_paths(episode: Episode, paths: AudioPathPolicy, where: str) -> Episode:
+    """`episode` with each audio path replaced by the real path the policy allows (or its error)."""
+    turns = list(episode.turns)
+    for k, turn in enumerate(turns):
+        if isinstance(turn.audio, (str, os.PathLike)):
+            turns[k] = replace(turn, audio=paths.resolve(turn.audio, f"{where}.turns[{k}].audio"))
+    return replace(episode, turns=tuple(turns))
 
 
-def _openrlhf_episodes(fields: dict, sample_rate: int, audio_options: dict, max_episodes: int) -> list[Episode]:
+def _openrlhf_episodes(fields: dict, sample_rate: int, audio_options: dict, paths: AudioPathPolicy,
+                       most_episodes: int, too_many: str, max_depth: int,
+                       per_sample_errors: bool) -> list[Episode | str]:
+    """The episodes of a /get_reward request; with `per_sample_errors`, a sample whose audio or
+    label is bad becomes its error text (scored as failed) instead of failing the request."""
     queries = fields["query"]
     if not isinstance(queries, list) or not queries or not all(isinstance(q, str) for q in queries):
         raise HTTPProblem(422, "'query' must be a non-empty list of strings")
-    if len(queries) > max_episodes:
-        raise HTTPProblem(413, f"{len(queries)} queries exceed the limit of {max_episodes} per request")
+    if len(queries) > most_episodes:
+        raise HTTPProblem(413, f"{len(queries)} queries exceed {too_many}")
     prompts, labels = fields.get("prompts"), fields.get("labels")
     for name, values in (("prompts", prompts), ("labels", labels)):
         if values is not None and (not isinstance(values, list) or len(values) != len(queries)):
@@ -261,33 +352,38 @@ def _openrlhf_episodes(fields: dict, sample_rate: int, audio_options: dict, max_
         where = f"query[{i}]"
         prompt = prompts[i] if prompts is not None else None
         label = labels[i] if labels is not None else None
-        if isinstance(label, str) and label.lstrip().startswith("{"):
-            try:
-                label = json.loads(label)
-            except json.JSONDecodeError as exc:
-                raise HTTPProblem(422, f"labels[{i}]: malformed JSON ({exc})") from None
-        if label is not None and not isinstance(label, Mapping):
-            label = None  # a plain label (e.g. a reference answer) carries no audio or context
-        response = query[len(prompt):] if isinstance(prompt, str) and query.startswith(prompt) else query
-        context = (label or {}).get("context")
-        if context is None:
-            context = [] if not prompt else [{"role": "user", "content": prompt}]
-        reply: dict[str, Any] = {"role": "assistant", "content": response}
-        if (label or {}).get("audio") is not None:
-            reply["audio"] = label["audio"]
         try:
+            if isinstance(label, str) and label.lstrip().startswith("{"):
+                try:
+                    label = loads_bounded(label, max_depth, f"labels[{i}] JSON")
+                except JSONBodyError as exc:
+                    raise EpisodeSpecError(f"labels[{i}]: {exc}") from None
+            if label is not None and not isinstance(label, Mapping):
+                label = None  # a plain label (e.g. a reference answer) carries no audio or context
+            response = query[len(prompt):] if isinstance(prompt, str) and query.startswith(prompt) else query
+            context = (label or {}).get("context")
+            if context is None:
+                context = [] if not prompt else [{"role": "user", "content": prompt}]
+            reply: dict[str, Any] = {"role": "assistant", "content": response}
+            if (label or {}).get("audio") is not None:
+                reply["audio"] = label["audio"]
             if not isinstance(context, list):
                 raise EpisodeSpecError(f"labels[{i}].context: expected a list of messages")
-            episodes.append(episode_from_messages(list(context) + [reply], sample_rate, where, **audio_options))
-        except EpisodeSpecError as exc:
-            raise HTTPProblem(422, str(exc)) from None
-    _check_paths(episodes)
+            episode = episode_from_messages(list(context) + [reply], sample_rate, where, **audio_options)
+            episodes.append(_with_allowed_paths(episode, paths, where))
+        except (EpisodeSpecError, AudioPathRefused, AudioPathMissing) as exc:
+            if per_sample_errors:
+                http_log.info("/get_reward %s", exc)  # the operator's only record of why it got error_reward
+                episodes.append(str(exc))
+            else:
+                raise HTTPProblem(403 if isinstance(exc, AudioPathRefused) else 422, str(exc)) from None
     return episodes
 
 
-def _submit(batcher: RewardBatcher, episodes: list[Episode]):
+def _submit(batcher: RewardBatcher, items: list[Episode | str]):
+    """`items`: episodes, or (from /get_reward) error texts of samples that already failed."""
     try:
-        return batcher.submit_detailed(episodes)
+        return batcher.submit_prepared(items)
     except QueueFullError as exc:
         raise HTTPProblem(503, str(exc), {"Retry-After": "1"}) from None
     except BatcherClosedError:
@@ -348,6 +444,63 @@ def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+def server_config(app, *, host: str = "127.0.0.1", port: int = 8000, limits: ServerLimits = ServerLimits(),
+                  log_level: str = "info"):
+    """The uvicorn.Config `serve` runs `app` with: its HTTP protocol enforces `limits`'
+    connection cap and idle timeout (sdscore.rl.connection_guard)."""
+    import uvicorn
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    from sdscore.rl.connection_guard import guarded_protocol
+
+    protocol = guarded_protocol(AutoHTTPProtocol, max_connections=limits.max_connections,
+                                idle_timeout_s=limits.idle_timeout_s)
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=None,
+                          limit_concurrency=None, access_log=False, http=protocol,
+                          timeout_keep_alive=limits.idle_timeout_s)
+
+
+def _raise_open_file_limit(connections: int) -> None:
+    """Each connection is a file descriptor: lift the soft limit toward the hard one if
+    `connections` (plus the model's files and some slack) would not fit, or warn."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return
+    need = connections + 256
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+        if soft < need:
+            log.warning("the open-file limit (%d) is below max_connections + 256 (%d): connections past it "
+                        "are not accepted until others close", soft, need)
+
+
+class _Stopper:
+    """SIGINT/SIGTERM while `serve` runs HTTP on a thread: the first stops accepting and lets the
+    requests already read finish; the second also fails the ones still queued (503) rather than
+    waiting for them; only a third forces uvicorn out (which cancels what is left)."""
+
+    def __init__(self, server, batcher: RewardBatcher):
+        self.server, self.batcher, self.signals = server, batcher, 0
+
+    def __call__(self, signum, frame) -> None:
+        self.signals += 1
+        if self.signals == 2:
+            http_log.info("second signal: failing the queued requests (503) instead of waiting for them")
+            # not here: this handler runs on the main thread, inside batcher.run()
+            threading.Thread(target=self.batcher.close, kwargs={"drain": False, "timeout": 0},
+                             name="sdscore-abort", daemon=True).start()
+        elif self.signals > 2:
+            self.server.force_exit = True
+        self.server.should_exit = True
+
+
 def serve(batcher: RewardBatcher, *, host: str = "127.0.0.1", port: int = 8000, token: str | None = None,
           limits: ServerLimits = ServerLimits(), log_level: str = "info") -> bool:
     """Run the server until SIGINT/SIGTERM; in-flight requests finish and the batcher drains.
@@ -358,9 +511,8 @@ def serve(batcher: RewardBatcher, *, host: str = "127.0.0.1", port: int = 8000, 
     import uvicorn
 
     app = create_app(batcher, token=token, limits=limits)
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=None,
-                            limit_concurrency=None, access_log=False)
-    server = uvicorn.Server(config)
+    _raise_open_file_limit(limits.max_connections)
+    server = uvicorn.Server(server_config(app, host=host, port=port, limits=limits, log_level=log_level))
     if not batcher.owns_worker_loop:
         server.run()
         return server.started
@@ -371,10 +523,7 @@ def serve(batcher: RewardBatcher, *, host: str = "127.0.0.1", port: int = 8000, 
         finally:
             batcher.close(drain=True)  # ends batcher.run() below (the lifespan normally did already)
 
-    def stop(signum, frame) -> None:
-        server.force_exit = server.should_exit  # a second signal stops without waiting
-        server.should_exit = True
-
+    stop = _Stopper(server, batcher)
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     thread = threading.Thread(target=http, name="sdscore-http")
     thread.start()
