@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (SdscoreError, FileNotFoundError, IsADirectoryError, ValueError) as exc:
-        console.print("[red]error:[/red]", escape(str(exc)))
+        console.print("[red]error:[/red]", escape(str(exc)), soft_wrap=True)  # one line, however long
         return 2
     except KeyboardInterrupt:
         resume = " (finished windows are kept: rerun with --resume to continue)" if args.command == "score" else ""
