@@ -98,3 +98,22 @@ def test_the_fingerprint_of_a_dataset_folder_hashes_its_split_files(tmp_path):
     assert manifest_fingerprint(folder, "keys", 1)["content"] == first
     pl.DataFrame({"battle_id": ["b1"], "winner": ["model_b"]}).write_parquet(folder / "data" / "train-0.parquet")
     assert manifest_fingerprint(folder, "keys", 1)["content"] != first
+
+
+# --- blank CSV/TSV manifests: one line, rc 2 (polars raised NoDataError) --------------------------
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n", b"\xef\xbb\xbf", b"\xef\xbb\xbf\r\n \t\n"])
+@pytest.mark.parametrize("suffix", [".csv", ".tsv"])
+def test_a_blank_csv_manifest_is_one_clear_error(tmp_path, capsys, content, suffix):
+    from sdscore.cli import main
+    from sdscore.corpus import read_manifest
+    from sdscore.errors import ManifestError
+
+    manifest = tmp_path / f"blank{suffix}"
+    manifest.write_bytes(content)
+    with pytest.raises(ManifestError, match=r"blank\.(csv|tsv): the file is empty \(no header line and no rows\)"):
+        read_manifest(manifest, "arena")
+    assert main(["score", "judge", str(manifest), "--out", str(tmp_path / "out.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert "the file is empty" in err and "Traceback" not in err

@@ -181,8 +181,24 @@ def read_json(path: str, source: str, base_dir: str) -> RawTable:
 
 def read_csv(path: str, source: str, base_dir: str, separator: str = ",") -> RawTable:
     """Scan a CSV/TSV table (SPEARBench metadata, battles, any flat protocol) as text; validation types it."""
+    if is_blank_file(path):  # polars would raise NoDataError when the schema is first asked for
+        raise ManifestError(f"{source}: the file is empty (no header line and no rows)")
     frame = pl.scan_csv(path, separator=separator, infer_schema=False)
     return RawTable(frame, source, base_dir, data_row_labels)
+
+
+def is_blank_file(path: str, chunk_bytes: int = 1 << 16) -> bool:
+    """True when a text file holds nothing but whitespace and a UTF-8 byte-order mark (reads up to
+    its first other byte)."""
+    with open(path, "rb") as handle:
+        head = handle.read(chunk_bytes)
+        if head.startswith(b"\xef\xbb\xbf"):
+            head = head[3:]
+        while head:
+            if head.strip():
+                return False
+            head = handle.read(chunk_bytes)
+    return True
 
 
 def read_arrow(path: str, source: str, base_dir: str) -> RawTable:
