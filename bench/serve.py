@@ -15,9 +15,9 @@
     model and settings; the client runs in this one. Reported: requests/s, p50 and p99 latency,
     and the mean batch size ours formed.
 
-The model is the shipped compact demo reward model (CPU). Speech: seeded flite/espeak-ng TTS
-clips (1–3 s questions and answers). Rounds are interleaved (ours, peer, ours, ...); medians of 3
-rounds (1 with --quick).
+The model is the shipped compact demo reward model, on the CPU unless --device says cuda. Speech:
+seeded flite/espeak-ng TTS clips (1–3 s questions and answers). Rounds are interleaved (ours, peer,
+ours, ...); medians of 3 rounds (1 with --quick).
 """
 
 from __future__ import annotations
@@ -59,11 +59,15 @@ def _episode_specs(paths: list[str], n: int, seed: int = 0) -> list[dict]:
     return specs
 
 
+#: --device: where the reward model runs, here and in the servers this run starts
+_DEVICE = "cpu"
+
+
 def _scorer():
     from sdscore.models.pretrained import default_model_dir
     from sdscore.runtime.reward.episode_scorer import RewardScorer
 
-    return RewardScorer.from_pretrained(default_model_dir(), device="cpu")
+    return RewardScorer.from_pretrained(default_model_dir(), device=_DEVICE)
 
 
 # ---- (a) in process --------------------------------------------------------------------------
@@ -152,7 +156,7 @@ class Server:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", kind,
-                                      "--port", str(self.port)])
+                                      "--port", str(self.port), "--device", _DEVICE])
         deadline = time.time() + 180
         while time.time() < deadline:
             try:
@@ -268,7 +272,10 @@ def main() -> None:
     p.add_argument("--serve", choices=["ours", "peer"], help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--requests", type=int, default=None, help="episodes / requests per measurement (default 256)")
+    p.add_argument("--device", default="cpu", help="where the reward model runs: cpu (default), cuda or cuda:N")
     args = p.parse_args()
+    global _DEVICE
+    _DEVICE = args.device
     if args.serve:
         _serve(args.serve, args.port)
         return
@@ -280,7 +287,7 @@ def main() -> None:
         specs = _episode_specs(paths, n)
     rows, info = bench_in_process(specs, rounds, callers=64)
     http_rows, lines = bench_http(specs, rounds, levels, time_cap=60 if args.quick else 300)
-    report(f"reward serving: {n} two-turn spoken episodes, compact demo model, CPU ({os.cpu_count()} cores), "
+    report(f"reward serving: {n} two-turn spoken episodes, compact demo model, {args.device} ({os.cpu_count()} cores), "
            f"median of {rounds} interleaved round(s)", rows + http_rows, False)
     print(f"  (a) max |batched - per-call| score difference {info['max_abs_diff']:.2e}; "
           f"mean batch {info['mean_batch']:.1f}")
