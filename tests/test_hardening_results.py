@@ -117,3 +117,39 @@ def test_a_blank_csv_manifest_is_one_clear_error(tmp_path, capsys, content, suff
     assert main(["score", "judge", str(manifest), "--out", str(tmp_path / "out.parquet")]) == 2
     err = capsys.readouterr().err
     assert "the file is empty" in err and "Traceback" not in err
+
+
+# --- eval refuses repeated ids, as score does --------------------------------------------------
+
+_REPEATED = {  # kind: (rows with one id twice, the message naming it and its rows)
+    "reward": ({"pair_id": ["p1", "p2", "p1"], "chosen_reward": [1.0, 2.0, 1.0], "rejected_reward": [0.0, 0.0, 0.0]},
+               r"pair_id 'p1' \(rows 1, 3\)"),
+    "judge": ({"item_id": ["a", "b", "b"], "overall_pred": ["1", "2", "2"]}, r"item_id 'b' \(rows 2, 3\)"),
+    "consistency": ({"dataset": ["x", "x", "y"], "instance_id": ["i1", "i1", "i1"], "task": ["detection"] * 3},
+                    r"dataset 'x', instance_id 'i1' \(rows 1, 2\)"),
+    "naturalness": ({"item_id": ["u1", "u1"], "system": ["s", "s"]}, r"item_id 'u1' \(rows 1, 2\)"),
+    "arena": ({"battle_id": ["b1", "b1"], "model_a": ["m1", "m1"], "model_b": ["m2", "m2"],
+               "winner": ["model_a", "model_b"]}, r"'b1' repeats row 1"),
+}
+
+
+@pytest.mark.parametrize("kind", list(_REPEATED))
+def test_eval_refuses_repeated_ids_like_score(tmp_path, capsys, kind):
+    from sdscore.cli import main
+
+    rows, message = _REPEATED[kind]
+    results = tmp_path / f"{kind}.parquet"
+    pl.DataFrame(rows).write_parquet(results)
+    assert main(["eval", kind, str(results), "--out", str(tmp_path / "metrics.json")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "Traceback" not in err
+    assert __import__("re").search(message, err), err
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_eval_reward_counts_each_pair_once_when_ids_are_unique(tmp_path):
+    from sdscore.protocols.reward.evaluation import run_eval
+
+    results = tmp_path / "reward.parquet"
+    pl.DataFrame(_REPEATED["reward"][0]).with_columns(pl.Series("pair_id", ["p1", "p2", "p3"])).write_parquet(results)
+    assert run_eval(results, tmp_path / "m.json")["n"] == 3

@@ -50,10 +50,12 @@ def _typed(frame: pl.DataFrame, name: str, dtype: pl.DataType, source: str) -> p
 
 def read_results(
     path: str | os.PathLike, columns: Mapping[str, pl.DataType], required: Sequence[str] = (),
-    add_absent: bool = True,
+    add_absent: bool = True, unique: Sequence[str] = (),
 ) -> pl.DataFrame:
     """The results file at `path` with `columns` typed; other columns kept. Absent optional columns
-    are added as nulls, or left absent with add_absent=False (for metrics that read absence)."""
+    are added as nulls, or left absent with add_absent=False (for metrics that read absence).
+    unique: the key columns (the manifest's unique key) whose values may not repeat, as `score`
+    refuses them; a key column the file lacks is left out of the key (none: no check)."""
     source = os.fspath(path)
     if not os.path.isfile(source):
         raise ManifestError(f"{source}: no such results file")
@@ -72,7 +74,30 @@ def read_results(
             f"{source}: results lack column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} "
             f"(found: {', '.join(frame.columns) or 'no columns'})"
         )
+    refuse_repeated_keys(frame, [name for name in unique if name in frame.columns], source)
     return frame.with_columns(
         _typed(frame, name, dtype, source) if name in frame.columns else pl.lit(None, dtype).alias(name)
         for name, dtype in columns.items() if add_absent or name in frame.columns
     )
+
+
+def refuse_repeated_keys(frame: pl.DataFrame, key: Sequence[str], source: str, shown: int = 5) -> None:
+    """ManifestError naming the first repeated keys and their rows (1-based data rows; a key with a
+    null part is not compared)."""
+    if not key or frame.height == 0:
+        return
+    keyed = frame.select([pl.col(name).cast(pl.String) for name in key]).with_row_index("_row", offset=1)
+    keyed = keyed.drop_nulls(list(key))
+    repeats = (keyed.group_by(list(key), maintain_order=True).agg(pl.col("_row"))
+               .filter(pl.col("_row").list.len() > 1))
+    if repeats.height == 0:
+        return
+    described = []
+    for row in repeats.head(shown).iter_rows(named=True):
+        rows = row["_row"]
+        value = ", ".join(f"{name} {row[name]!r}" for name in key)
+        described.append(f"{value} (rows {', '.join(map(str, rows[:10]))}{', ...' if len(rows) > 10 else ''})")
+    more = f"; {repeats.height - shown} more" if repeats.height > shown else ""
+    raise ManifestError(f"{source}: {repeats.height} key{'s' if repeats.height > 1 else ''} repeat: "
+                        f"{'; '.join(described)}{more}. Each row must have its own {' + '.join(key)}, "
+                        f"as `sdscore score` requires; remove or rename the repeats")

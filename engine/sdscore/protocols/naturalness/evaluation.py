@@ -35,6 +35,7 @@ import polars as pl
 
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
+from sdscore.corpus.schemas import manifest_spec
 from sdscore.metrics._inputs import error_mask
 from sdscore.metrics.naturalness import (
     WILCOXON,
@@ -400,7 +401,8 @@ def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, see
     paths = [Path(p) for p in results]
     if not paths:
         raise ValueError("eval naturalness needs at least one results file")
-    frames = [read_results(path, RESULTS, required=("system",), add_absent=False) for path in paths]
+    frames = [read_results(path, RESULTS, required=("system",), add_absent=False,
+                           unique=manifest_spec("naturalness").unique_key) for path in paths]
     frame = pl.concat(frames, how="diagonal_relaxed")
     metrics = evaluate_naturalness(frame)
     metrics["results_files"] = [str(p) for p in paths]
