@@ -138,8 +138,14 @@ def packed_attention_forward(
     """transformers attention function of ATTENTION_NAME: query [1, heads, T, d] -> ([1, T, heads, d], None).
 
     Packed when cu_seq_lens_q is passed (cu_seq_lens_k must equal it: no cache, self-attention);
+    packed continuations over cached prefixes when sdscore_prefix (prefix_attention.PrefixKeys) is;
     otherwise transformers' sdpa_attention_forward with the padded call's mask.
     """
+    prefix = kwargs.pop("sdscore_prefix", None)
+    if prefix is not None:  # packed continuations over cached prefixes (prefix_attention.PrefixKeys)
+        if attention_mask is not None:
+            raise ValueError(f"{ATTENTION_NAME}: a packed continuation call takes no attention_mask")
+        return prefix.attend(module.layer_idx, query, key, value, scaling), None
     cu_q, cu_k = kwargs.pop("cu_seq_lens_q", None), kwargs.pop("cu_seq_lens_k", None)
     max_q, max_k = kwargs.pop("max_length_q", None), kwargs.pop("max_length_k", None)
     bounds = kwargs.pop("sdscore_seq_bounds", None)

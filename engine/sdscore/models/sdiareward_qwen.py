@@ -65,12 +65,8 @@ from sdscore.models.chat_prompts import (
 from sdscore.models.episodes import Episode
 from sdscore.models.fused_decoder import fuse_decoder
 from sdscore.models.heads import Pooler, pooling_name
-from sdscore.models.packed_attention import (
-    packed_inputs,
-    packed_language_model,
-    packed_pooled,
-    use_packed_attention,
-)
+from sdscore.models.packed_attention import packed_inputs, packed_language_model, packed_pooled
+from sdscore.models.prefix_continuation import collate_prefix_groups, grouped_states
 from sdscore.models.qwen_audio_tower import AudioTowerPlan, chunk_features, run_audio_tower
 from sdscore.models.whisper_log_mel import clip_features, clip_frames, whisper_log_mel
 
@@ -94,20 +90,6 @@ def audio_token_count(frames: int) -> int:
     """Audio-encoder output length for `frames` log-mel frames (two stride-2 stages, as Qwen2.5-Omni)."""
     after_conv = (frames - 1) // 2 + 1
     return (after_conv - 2) // 2 + 1
-
-
-def _gathered_cache(cache: Any, rows: torch.Tensor) -> Any:
-    """The cache of a packed forward ([1, heads, T, d] per layer) re-laid as [N, heads, P, d]: row n
-    holds packed positions rows[n] (int64 [N, P]). transformers' DynamicCache keeps a layer's
-    tensors in .keys / .values (transformers >= 4.56)."""
-    layers = getattr(cache, "layers", None)
-    if not layers or not all(hasattr(layer, "keys") and hasattr(layer, "values") for layer in layers):
-        raise ModelError(f"prefix sharing needs transformers' DynamicCache with per-layer keys/values, got "
-                         f"{type(cache).__name__}; score with share_prefixes=False")
-    for layer in layers:
-        layer.keys = layer.keys[0][:, rows].transpose(0, 1)
-        layer.values = layer.values[0][:, rows].transpose(0, 1)
-    return cache
 
 
 def token_positions(mask: torch.Tensor) -> torch.Tensor:
@@ -342,51 +324,14 @@ class SDiaRewardQwenOmni(RewardModel):
                 return int(start)
         return length
 
-    def collate_groups(self, groups: Sequence[tuple[Sequence[Prepared], int]]) -> dict[str, Any]:
-        """One batch of groups (members, shared prefix length).
+    #: "varlen" (packed continuations over the cached prefixes) or "padded" (the earlier path, for comparison)
+    continuation_layout = "varlen"
 
-        The prefixes (each from its group's first member) packed without padding as
-        packed_attention.packed_inputs lays them out (prefix_input_ids [1, T], prefix_position_ids,
-        prefix_cu_seqlens, prefix_max_seqlen, prefix_bounds) with prefix_gather int64 [G, P] (each
-        group's prefix left-padded: its packed rows, padding pointing at its first row) and
-        prefix_mask [G, P]; cont_ids / cont_mask [N, C] (right padding: each member's tokens after
-        its group's prefix), group_index [N], prefix_lengths [G]; when any clip, audio_chunks /
-        audio_plan as collate() makes them, the prefixes' clips first, then the continuations',
-        and prefix_audio (int: how many audio tokens the prefixes hold)."""
-        if not groups or any(not members for members, _ in groups):
-            raise ValueError("collate_groups needs at least one group, each with at least one member")
-        width_p = max(prefix for _, prefix in groups)
-        rows = [(g, item, prefix) for g, (members, prefix) in enumerate(groups) for item in members]
-        width_c = max(item.length - prefix for _, item, prefix in rows)
-        packed = packed_inputs([members[0].inputs["input_ids"][:prefix] for members, prefix in groups])
-        gather = torch.zeros((len(groups), width_p), dtype=torch.long)
-        prefix_mask = torch.zeros((len(groups), width_p), dtype=torch.long)
-        cont_ids = torch.full((len(rows), width_c), self.pad_token_id, dtype=torch.long)
-        cont_mask = torch.zeros((len(rows), width_c), dtype=torch.long)
-        prefix_clips, cont_clips = [], []
-        for g, (members, prefix) in enumerate(groups):
-            start = packed["bounds"][g]
-            gather[g] = start
-            gather[g, width_p - prefix:] = torch.arange(start, start + prefix)
-            prefix_mask[g, width_p - prefix:] = 1
-            first = members[0]
-            spans = first.inputs["clip_spans"]
-            prefix_clips += [f for f, end in zip(first.inputs["features"], spans[:, 1].tolist()) if end <= prefix]
-        for n, (_, item, prefix) in enumerate(rows):
-            if item.length - prefix < 1:
-                raise ValueError(f"group member {n} has no tokens after its group's {prefix}-token prefix")
-            cont_ids[n, : item.length - prefix] = item.inputs["input_ids"][prefix:]
-            cont_mask[n, : item.length - prefix] = 1
-            spans = item.inputs["clip_spans"]
-            cont_clips += [f for f, start in zip(item.inputs["features"], spans[:, 0].tolist()) if start >= prefix]
-        batch = {
-            "prefix_input_ids": packed["input_ids"], "prefix_position_ids": packed["position_ids"],
-            "prefix_cu_seqlens": packed["cu_seqlens"], "prefix_max_seqlen": packed["max_seqlen"],
-            "prefix_bounds": packed["bounds"], "prefix_gather": gather, "prefix_mask": prefix_mask,
-            "cont_ids": cont_ids, "cont_mask": cont_mask,
-            "group_index": torch.tensor([g for g, _, _ in rows], dtype=torch.long),
-            "prefix_lengths": torch.tensor([prefix for _, prefix in groups], dtype=torch.long),
-        }
+    def collate_groups(self, groups: Sequence[tuple[Sequence[Prepared], int]]) -> dict[str, Any]:
+        """One batch of groups (members, shared prefix length): prefix_continuation.collate_prefix_groups'
+        layout, plus, when any clip, audio_chunks / audio_plan as collate() makes them (the prefixes'
+        clips first, then the continuations') and prefix_audio (how many audio tokens the prefixes hold)."""
+        batch, prefix_clips, cont_clips = collate_prefix_groups(groups, self.pad_token_id)
         clips = prefix_clips + cont_clips
         if clips:
             batch.update(self._audio_inputs(clips))
@@ -395,14 +340,12 @@ class SDiaRewardQwenOmni(RewardModel):
 
     def hidden_grouped(self, batch: dict[str, Any]) -> tuple[torch.Tensor, ...]:
         """(prefix states [G, P, H], prefix_mask, continuation states [N, C, H], cont_mask,
-        group_index) of a collate_groups batch.
-
-        The prefixes run once, packed (no padding, causal within each prefix), keeping their keys
-        and values; the cache is then gathered to one left-padded row per member, and each
-        continuation runs on it at the positions that follow its prefix (padded, with the mask
-        of its prefix and itself)."""
-        prefix_ids, prefix_mask = batch["prefix_input_ids"], batch["prefix_mask"]
-        cont_ids, cont_mask, group = batch["cont_ids"], batch["cont_mask"], batch["group_index"]
+        group_index) of a collate_groups batch (prefix_continuation.grouped_states): the prefixes
+        run once, packed, keeping their keys and values; the continuations run on them, packed
+        (continuation_layout "varlen") or right-padded over a gathered cache ("padded")."""
+        layout = self.continuation_layout
+        prefix_ids = batch["prefix_input_ids"]
+        cont_ids = batch["cont_packed_ids"] if layout == "varlen" else batch["cont_ids"]
         embed = self.backbone.get_input_embeddings()
         prefix_embeds, cont_embeds = embed(prefix_ids), embed(cont_ids)
         audio = self._audio_states(batch)
@@ -411,21 +354,7 @@ class SDiaRewardQwenOmni(RewardModel):
             split = int(batch["prefix_audio"])
             prefix_embeds = prefix_embeds.masked_scatter((prefix_ids == self.audio_token_id).unsqueeze(-1), audio[:split])
             cont_embeds = cont_embeds.masked_scatter((cont_ids == self.audio_token_id).unsqueeze(-1), audio[split:])
-        lm = self.backbone.language_model
-        use_packed_attention(lm)
-        cu, longest = batch["prefix_cu_seqlens"].to(torch.int32), int(batch["prefix_max_seqlen"])
-        out = lm(inputs_embeds=prefix_embeds, attention_mask=None, position_ids=batch["prefix_position_ids"],
-                 use_cache=True, cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=longest, max_length_k=longest,
-                 sdscore_seq_bounds=batch["prefix_bounds"])
-        gather = batch["prefix_gather"]
-        cache = _gathered_cache(out.past_key_values, gather[group])
-        width_p, width_c = gather.shape[1], cont_ids.shape[1]
-        steps = torch.arange(width_c, device=cont_ids.device)
-        cont_positions = batch["prefix_lengths"][group][:, None] + steps
-        cont = lm(inputs_embeds=cont_embeds, attention_mask=torch.cat([prefix_mask[group], cont_mask], 1),
-                  position_ids=cont_positions.expand(3, -1, -1), past_key_values=cache, use_cache=False,
-                  cache_position=steps + width_p)
-        return out.last_hidden_state[0][gather], prefix_mask, cont.last_hidden_state, cont_mask, group
+        return grouped_states(self.backbone.language_model, batch, prefix_embeds, cont_embeds, layout)
 
     def _audio_states(self, batch: dict[str, Any]) -> torch.Tensor | None:
         """Audio-tower outputs [sum tokens, H] of a batch's clips in placeholder order, or None.
