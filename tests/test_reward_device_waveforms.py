@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 from sdscore import _core
+from sdscore.audio import dlpack_waveforms
 from sdscore.errors import SdscoreError
 from sdscore.models.episodes import Episode, Turn
 from sdscore.rl.batcher import RewardBatcher
@@ -162,8 +163,17 @@ def _at(rate: int, x: np.ndarray) -> np.ndarray:
     return _core.resample(x, SR, rate)
 
 
+@pytest.fixture(params=["core-on-cpu", "torch-resampler"])
+def resampler(request, monkeypatch):
+    """Which resampler tensors on the CPU take: the core (the default there), or the torch one
+    every other device runs (forced here, as on a GPU)."""
+    if request.param == "torch-resampler":
+        monkeypatch.setattr(dlpack_waveforms, "HOST_RESAMPLER_DEVICES", ())
+    return request.param
+
+
 @pytest.mark.parametrize("which", ["compact", "qwen"])
-def test_mixed_sample_rates_resample_on_the_device_and_batch_as_one_by_one(request, which, clips):
+def test_mixed_sample_rates_resample_on_the_device_and_batch_as_one_by_one(request, which, clips, resampler):
     scorer = request.getfixturevalue(which)
     episodes, references = [], []
     for k, (rate, form) in enumerate([(24000, "torch"), (8000, "numpy"), (44100, "dlpack-only"),
@@ -263,7 +273,7 @@ def test_the_batcher_logs_a_clip_cut_to_the_window(compact, clips, caplog):
 
 
 @pytest.mark.parametrize("wrap", [lambda t: t, DLPackOnly], ids=["torch", "dlpack-only"])
-def test_an_array_spec_of_a_tensor_is_resampled_on_its_device(clips, wrap):
+def test_an_array_spec_of_a_tensor_is_resampled_on_its_device(clips, wrap, resampler):
     at_24k = _at(24000, clips[0])
     got = audio_from_spec({"array": wrap(torch.from_numpy(at_24k)), "sampling_rate": 24000}, SR, "x")
     assert isinstance(got, torch.Tensor) and got.device.type == "cpu"

@@ -190,7 +190,8 @@ class RewardScorer:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(chosen, rejected) float32 [n] each; pairs are (chosen, rejected) episodes or a REWARD_PAIRS frame."""
         chosen, rejected = self._split_pairs(pairs)
-        rewards, _, errors, warnings = self.score_pairs_detailed(chosen, rejected, with_pooled=False, progress=progress)
+        rewards, _, errors, warnings = self.score_pairs_detailed(chosen, rejected, with_pooled=False,
+                                                                 progress=progress)
         self._check(errors, on_error)
         _warn_cut_clips(chosen + rejected, warnings)
         rewards = rewards.to(self.device)
