@@ -21,7 +21,8 @@ WHEELS=(
   soxr==1.1.0                                     # resampling peers and sdscore.audio fallbacks
   librosa==0.11.0 audioread==3.1.0 pooch==1.9.0 platformdirs==4.14.8 decorator==5.3.1  # the authors' loop
   fastapi==0.165.0 starlette==1.10.0 pydantic==2.14.4 pydantic-core==2.50.5
-  annotated-types==0.7.0 typing-inspection==0.4.5 uvicorn==0.54.0 httptools==0.9.0  # `sdscore serve`
+  annotated-types==0.7.0 typing-inspection==0.4.5 opentelemetry-api==1.45.2 typing-extensions==4.16.0
+  uvicorn==0.54.0 httptools==0.9.0                # `sdscore serve`
 )
 PLATFORMS=(manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_24_x86_64 manylinux_2_17_x86_64
            manylinux2014_x86_64 manylinux_2_12_x86_64 manylinux2010_x86_64 manylinux1_x86_64)

@@ -75,7 +75,7 @@ stage_wheels() {
   fi
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
     "$ROOT"/.whl/*.whl || { detail "pip install of the carried wheels failed"; return 1; }
-  "$PY" -c "import polars, soundfile, soxr, librosa, fastapi, uvicorn, pydantic; print('imports ok')" \
+  "$PY" -c "import polars, soundfile, soxr, librosa, fastapi, uvicorn, pydantic, httptools; print('imports ok')" \
     || { detail "a carried package does not import"; return 1; }
   detail "$(ls "$ROOT"/.whl/*.whl | wc -l) wheels into $SITE"
 }
@@ -161,7 +161,9 @@ for f in summary.txt results.json logs.tar.gz gpu-trace.csv; do
 done
 cd "$ROOT" || exit 2
 TOTAL="${SDSCORE_GPU_RUN_TOTAL:-540}"
-export SITE="${SDSCORE_GPU_SITE:-$(mktemp -d /tmp/sdscore-gpu-site.XXXXXX)}"
+MADE_SITE=""
+if [ -z "${SDSCORE_GPU_SITE:-}" ]; then MADE_SITE="$(mktemp -d /tmp/sdscore-gpu-site.XXXXXX)"; fi
+export SITE="${SDSCORE_GPU_SITE:-$MADE_SITE}"
 export LOGS="$(mktemp -d /tmp/sdscore-gpu-logs.XXXXXX)"
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHON="$PY"
@@ -181,9 +183,10 @@ pack() {  # rewrite the outputs from what has been logged so far
   tar czf "$OUTDIR/logs.tar.gz.part" -C "$LOGS" . && mv "$OUTDIR/logs.tar.gz.part" "$OUTDIR/logs.tar.gz"
 }
 
-finish() {
+finish() {  # everything is in OUTDIR now: the folders this run made go
   [ -n "$TRACE_PID" ] && kill "$TRACE_PID" 2>/dev/null
   pack
+  rm -rf "$LOGS" ${MADE_SITE:+"$MADE_SITE"}
 }
 trap finish EXIT
 trap 'exit 130' INT TERM
