@@ -245,13 +245,24 @@ WavInfo parse_wav_prefix(const uint8_t* data, size_t available, uint64_t file_si
       fmt = parse_fmt(data + body, declared, avail, readable, name);
       have_fmt = true;
     } else if (has_id(chunk, "data") && !have_data) {
-      uint64_t n = declared;
-      if (declared == kSizeUnknown && have_ds64) n = ds64_data_size;
-      // Streamed or truncated files declare more than is there: keep what is present.
+      // 0xFFFFFFFF is the "size unknown" placeholder of streaming writers (ffmpeg to a pipe,
+      // RF64 without ds64): the samples run to the end of the file. Any other size is a
+      // promise: one past the end of the file is a truncated file or a header that lies.
+      // (A size of 0 is taken at its word: no samples, as libsndfile reads it.)
+      const bool unknown = declared == kSizeUnknown && !have_ds64;
+      const uint64_t n = declared == kSizeUnknown && have_ds64 ? ds64_data_size : declared;
+      if (!unknown && n > avail) {
+        fail(name, "truncated or lying header: the data chunk declares " + std::to_string(n) +
+                       " bytes but the file holds " + std::to_string(avail) + " after it");
+      }
+      if (n == 0 && avail > 0) {
+        fail(name, "the data chunk declares 0 bytes but " + std::to_string(avail) +
+                       " bytes follow it (a streamed file whose header was never finished?)");
+      }
       data_offset = body;
-      data_size = n < avail ? n : avail;
+      data_size = unknown ? avail : n;
       have_data = true;
-      if (n > avail) break;  // nothing can follow a chunk that runs to the end of the file
+      if (unknown) break;  // nothing can follow a chunk that runs to the end of the file
     }
     const uint64_t next = body + declared + (declared & 1);  // odd chunks have a pad byte
     if (next > file_size) {

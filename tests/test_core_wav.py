@@ -134,14 +134,13 @@ def test_fmt_after_data_chunk():
     np.testing.assert_array_equal(got, np.round(samples * 32767).astype(np.float32) / 32768)
 
 
-@pytest.mark.parametrize("declared", [0xFFFFFFFF, 10_000])
-def test_data_size_beyond_file_keeps_whole_frames_present(declared):
-    """Streamed writers leave 0xFFFFFFFF, crashed ones a stale size: we decode what is there,
-    whole frames only (a trailing partial frame is dropped), like libsndfile."""
+def test_unknown_data_size_keeps_whole_frames_present():
+    """Streamed writers leave 0xFFFFFFFF ("size unknown"): we decode what is there, whole frames
+    only (a trailing partial frame is dropped), like libsndfile."""
     stereo = np.stack([np.linspace(-1, 1, 30), np.linspace(1, -1, 30)], axis=1)
     data = pcm16(stereo.ravel()) + b"\x01\x02\x03"  # 30 frames + a partial one
     blob = wav(
-        fmt_chunk(channels=2), b"data" + struct.pack("<I", declared) + data, riff_size=0xFFFFFFFF
+        fmt_chunk(channels=2), b"data" + struct.pack("<I", 0xFFFFFFFF) + data, riff_size=0xFFFFFFFF
     )
     got, _ = _core.decode_wav(blob)
     ints = np.round(stereo * 32767).astype(np.float32) / 32768
@@ -221,6 +220,25 @@ BAD_INPUTS = {
         "WAVE_FORMAT_EXTENSIBLE fmt chunk too small",
     ),
     "zero_length_data": (wav(GOOD_FMT, chunk(b"data", b"")), "no audio samples"),
+    # a size the file does not hold: a truncated file (a crashed writer) or a header that lies;
+    # libsndfile decodes what is there without a word
+    "truncated_data": (
+        wav(GOOD_FMT, chunk(b"data", pcm16(np.zeros(30)), declared=10_000)),
+        "truncated or lying header: the data chunk declares 10000 bytes but the file holds 60 after it",
+    ),
+    "lying_data_size": (
+        wav(GOOD_FMT, chunk(b"data", pcm16(np.zeros(8)), declared=0x7FFFF000)),
+        "truncated or lying header: the data chunk declares 2147479552 bytes but the file holds 16 after it",
+    ),
+    "ds64_beyond_file": (
+        wav(chunk(b"ds64", struct.pack("<QQQI", 0, 1 << 40, 0, 0)), GOOD_FMT,
+            chunk(b"data", pcm16(np.zeros(8)), declared=0xFFFFFFFF), magic=b"RF64"),
+        "truncated or lying header: the data chunk declares 1099511627776 bytes but the file holds 16",
+    ),
+    "zero_size_with_samples": (
+        wav(GOOD_FMT, chunk(b"data", pcm16(np.zeros(8)), declared=0)),
+        r"the data chunk declares 0 bytes but 16 bytes follow it \(a streamed file whose header",
+    ),
     "partial_frame_only": (
         wav(fmt_chunk(channels=2), chunk(b"data", b"\x00\x01")),
         "no audio samples",

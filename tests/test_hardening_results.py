@@ -153,3 +153,40 @@ def test_eval_reward_counts_each_pair_once_when_ids_are_unique(tmp_path):
     results = tmp_path / "reward.parquet"
     pl.DataFrame(_REPEATED["reward"][0]).with_columns(pl.Series("pair_id", ["p1", "p2", "p3"])).write_parquet(results)
     assert run_eval(results, tmp_path / "m.json")["n"] == 3
+
+
+# --- WAV headers that lie are an AudioError on every backend --------------------------------------
+
+
+def _wav_bytes(declared: int | None, frames: int = 800, rate: int = 16000) -> bytes:
+    import struct
+
+    import numpy as np
+
+    data = (np.sin(np.arange(frames) / 7.0) * 8000).astype("<i2").tobytes()
+    fmt = b"fmt " + struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16)
+    body = b"WAVE" + fmt + b"data" + struct.pack("<I", len(data) if declared is None else declared) + data
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
+@pytest.mark.parametrize("backend", ["native", "soundfile"])
+def test_wav_headers_that_lie_are_an_audio_error(tmp_path, backend):
+    from sdscore import audio
+    from sdscore.errors import AudioError
+
+    truncated = tmp_path / "truncated.wav"
+    truncated.write_bytes(_wav_bytes(None)[:-600])  # a copy cut short: the header promises 1600 bytes
+    lying = tmp_path / "lying.wav"
+    lying.write_bytes(_wav_bytes(1 << 30))
+    zero = tmp_path / "zero.wav"
+    zero.write_bytes(_wav_bytes(0))
+    for path, problem in ((truncated, "declares 1600 bytes but the file holds 1000"),
+                          (lying, "declares 1073741824 bytes but the file holds 1600"),
+                          (zero, "declares 0 bytes but 1600 bytes follow it")):
+        with pytest.raises(AudioError, match=f"^{path}: .*{problem}"):
+            audio.load(path, backend=backend)
+        batch = audio.load_many([path], backend=backend)
+        assert problem in batch.errors[0]
+    streamed = tmp_path / "streamed.wav"  # 0xFFFFFFFF: a streaming writer's "size unknown"
+    streamed.write_bytes(_wav_bytes(0xFFFFFFFF))
+    assert len(audio.load(streamed, backend=backend)) == 800

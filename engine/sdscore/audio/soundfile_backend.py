@@ -24,6 +24,47 @@ def open_error(path: str, exc: Exception) -> AudioError:
     return AudioError(f"{path}: cannot decode ({exc})")
 
 
+_UNKNOWN_SIZE = 0xFFFFFFFF
+_MAX_CHUNKS = 4096  # chunks walked before the data chunk (real files have a handful)
+
+
+def check_wav_data_size(path: str) -> None:
+    """AudioError when a RIFF/RF64 WAV's data chunk declares more bytes than the file holds (a
+    truncated file or a header that lies; libsndfile reads what is there without a word), or 0
+    bytes with samples after it; the same rule as the native decoder (csrc/wav_decoder.cpp).
+    0xFFFFFFFF without a ds64 size is the streaming writers' "size unknown": to the end of the file."""
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            head = handle.read(12)
+            if len(head) < 12 or head[:4] not in (b"RIFF", b"RF64", b"BW64") or head[8:12] != b"WAVE":
+                return  # not a WAV: libsndfile judges it
+            pos, ds64_size = 12, None
+            for _ in range(_MAX_CHUNKS):
+                handle.seek(pos)
+                header = handle.read(8)
+                if len(header) < 8:
+                    return  # no data chunk: libsndfile says so
+                declared = int.from_bytes(header[4:], "little")
+                body, avail = pos + 8, size - pos - 8
+                if header[:4] == b"ds64" and declared >= 24:
+                    fields = handle.read(24)
+                    ds64_size = int.from_bytes(fields[8:16], "little") if len(fields) == 24 else None
+                elif header[:4] == b"data":
+                    unknown = declared == _UNKNOWN_SIZE and ds64_size is None
+                    n = ds64_size if declared == _UNKNOWN_SIZE and ds64_size is not None else declared
+                    if not unknown and n > avail:
+                        raise AudioError(f"{path}: truncated or lying header: the data chunk declares {n} bytes "
+                                         f"but the file holds {avail} after it")
+                    if n == 0 and avail > 0:
+                        raise AudioError(f"{path}: the data chunk declares 0 bytes but {avail} bytes follow it "
+                                         "(a streamed file whose header was never finished?)")
+                    return
+                pos = body + declared + (declared & 1)
+    except OSError:
+        return  # libsndfile names the problem when it opens the file
+
+
 def decode_file(path: str, sample_rate: int, max_seconds: float) -> np.ndarray:
     """Decode one file with soundfile, downmix to mono and resample; raise AudioError on failure."""
     path = os.fspath(path)
@@ -31,6 +72,7 @@ def decode_file(path: str, sample_rate: int, max_seconds: float) -> np.ndarray:
         info = sf.info(path)
     except Exception as exc:  # libsndfile reports everything as one generic error type
         raise open_error(path, exc) from None
+    check_wav_data_size(path)
     check_decoded(path, info.frames, info.samplerate, max_seconds)
     if info.channels <= 0:
         raise AudioError(f"{path}: 0 channels")
