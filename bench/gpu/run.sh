@@ -21,7 +21,7 @@
 set -u
 
 STAGES=(env wheels build tests bench-kernels bench-reward bench-serve)
-declare -A BUDGET=([env]=30 [wheels]=60 [build]=180 [tests]=200 [bench-kernels]=90 [bench-reward]=240
+declare -A BUDGET=([env]=45 [wheels]=60 [build]=180 [tests]=200 [bench-kernels]=90 [bench-reward]=240
                    [bench-serve]=150)
 # the CUDA tests: the kernel parity files and every file with a CUDA-only test
 TEST_FILES=(tests/test_kernels_pooling.py tests/test_kernels_similarity.py tests/test_kernels_gelu.py
@@ -63,8 +63,17 @@ stage_env() {
   uname -a; nproc; free -g 2>/dev/null | head -2
   command -v nvidia-smi >/dev/null && nvidia-smi
   command -v nvcc >/dev/null && nvcc --version | tail -2
-  "$PY" -c "import sys; print(sys.version)"
-  "$PY" -m pip list 2>/dev/null | grep -iE '^(torch|triton|transformers|numpy|scipy|pyarrow|cupy|onnxruntime|scikit-build-core|pybind11|cmake|ninja|numba|pytest) '
+  "$PY" - <<'EOF'
+import sys
+from importlib import metadata
+print("python", sys.version.split()[0], sys.executable)
+for name in ("torch", "triton", "transformers", "numpy", "scipy", "pyarrow", "cupy-cuda13x", "onnxruntime",
+             "scikit-build-core", "pybind11", "cmake", "ninja", "numba", "pytest", "pytest-timeout"):
+    try:
+        print(f"  {name} {metadata.version(name)}")
+    except metadata.PackageNotFoundError:
+        print(f"  {name} not installed")
+EOF
   detail "$(cuda_check 2>&1 | tail -1)"
 }
 
