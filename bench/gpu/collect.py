@@ -2,7 +2,7 @@
 
 Usage: python bench/gpu/collect.py LOGS_DIR OUT.json — LOGS_DIR is run.sh's log folder: its
 stages.tsv (name, status, start and end epoch seconds, detail) and one NAME.log per stage; a bench
-log's JSON line ({"rows": [...]}, printed by --json) becomes that stage's table.
+log's JSON lines ({"rows": [...]}, printed by --json) make that stage's table.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ def stages(logs: Path) -> list[dict]:
 
 
 def tables(logs: Path, names: list[str]) -> dict[str, list[dict]]:
-    """The last {"rows": ...} JSON line of each stage's log."""
-    found = {}
+    """The rows of every {"rows": ...} JSON line of each stage's log (a bench may print several tables)."""
+    found: dict[str, list[dict]] = {}
     for name in names:
         log = logs / f"{name}.log"
         if not log.is_file():
@@ -32,7 +32,7 @@ def tables(logs: Path, names: list[str]) -> dict[str, list[dict]]:
         for line in log.read_text(errors="replace").splitlines():
             if line.startswith('{"rows"'):
                 try:
-                    found[name] = json.loads(line)["rows"]
+                    found.setdefault(name, []).extend(json.loads(line)["rows"])
                 except (ValueError, KeyError):
                     continue
     return found

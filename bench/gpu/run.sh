@@ -128,7 +128,7 @@ bench() {  # bench SCRIPT GPU-ARGS...: on CUDA with GPU-ARGS; else skipped (or -
     return 77
   fi
   local rc=$?
-  [ $rc = 0 ] && detail "$script $* done" || detail "$script exited $rc"
+  [ $rc = 0 ] && detail "$script${*:+ $*} done" || detail "$script exited $rc"
   return $rc
 }
 
