@@ -26,8 +26,9 @@ class JSONBodyError(SdscoreError):
 
 
 def json_depth(text: str, stop_above: int | None = None) -> int:
-    """The deepest nesting of arrays and objects in `text` (0 for a scalar); the scan stops as
-    soon as the depth passes `stop_above`, and then returns that first depth over it."""
+    """The deepest nesting of arrays and objects in `text` (0 for a scalar). With `stop_above`,
+    the scan stops after the slice (1 MiB) in which the depth first passes it, and returns the
+    deepest nesting seen so far (more than `stop_above`)."""
     structure = _STRING.sub('""', text).encode("utf-8")  # what is left is ASCII in valid JSON
     view = np.frombuffer(structure, np.uint8)
     depth = peak = 0
