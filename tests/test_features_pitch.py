@@ -1,4 +1,5 @@
-"""YIN pitch (TRACE settings) against parselmouth's to_pitch() on TTS speech and known tones."""
+"""YIN pitch (TRACE's frame settings, Praat's band and voicing rule) against parselmouth's to_pitch() on TTS
+speech and known tones."""
 
 from __future__ import annotations
 
@@ -36,34 +37,67 @@ def test_stationary_tones_within_half_a_percent(f0):
 
 
 def test_median_f0_within_two_percent_of_parselmouth_on_voiced_speech(speech):
-    """On the frames both trackers call voiced, at TRACE's 24 kHz (confidence >= 0.8, no range filter)."""
+    """On the frames both trackers call voiced, at TRACE's 24 kHz (no range filter)."""
     yin = YinPitch(fmin=None, fmax=None)
     tracks = yin.track(batch_of(list(speech.values())))
-    for (name, x), (f0, conf) in zip(speech.items(), tracks):
+    for (name, x), track in zip(speech.items(), tracks):
+        f0 = track.f0
         times, praat = praat_track(soxr.resample(x, RATE, 24000), 24000)
         ours_t = np.arange(len(f0)) * yin.hop_length / yin.sample_rate
         nearest = praat[np.abs(ours_t[:, None] - times[None]).argmin(axis=1)]
-        both = (nearest > 0) & yin.keep(f0, conf)
+        both = (nearest > 0) & yin.keep(track)
         assert both.sum() >= 20, name
         assert np.median(f0[both]) == pytest.approx(
             np.median(nearest[both]), rel=0.02
         ), name
 
 
-def test_filters_keep_only_confident_frames_in_range(speech):
-    # The unfiltered track uses the same 80-300 Hz lag search as the default (the range bounds
-    # the dip search, not only the filter), so the default must equal it after filtering.
+def test_filters_keep_only_voiced_confident_frames_in_range(speech):
+    # The unfiltered track uses the same 75-600 Hz lag search as the default (the range bounds
+    # the dip search, not only the filter), so the default must equal it after filtering by
+    # Praat's voicing rule, the confidence, the range and the octave-of-the-median rule.
     batch = batch_of([speech["rms"]])
-    wide = YinPitch(min_confidence=None)
-    f0, conf = wide.track(batch)[0]
+    wide = YinPitch(min_confidence=None, voicing_threshold=None, octave_filter=False)
+    track = wide.track(batch)[0]
+    f0 = track.f0
     default = YinPitch().run(batch, {})
-    kept = f0[(conf >= 0.65) & (f0 >= 80) & (f0 <= 300)]
+    unvoiced_strength = 0.45 + np.maximum(0.0, 2.0 - track.peak_ratio / (0.03 / 1.45))
+    mask = (track.periodicity > unvoiced_strength) & (track.confidence >= 0.65) & (f0 >= 75) & (f0 <= 600)
+    median = np.median(f0[mask])
+    kept = f0[mask & (f0 >= median / 2) & (f0 <= median * 2)]
+    assert 0 < len(kept) < len(f0)
     assert default["pitch_mean_hz"][0] == pytest.approx(kept.mean())
     assert default["pitch_std_hz"][0] == pytest.approx(kept.std())
     assert default["pitch_contour_hz"][0][0] == pytest.approx(kept[0])
     assert default["pitch_contour_hz"][0][-1] == pytest.approx(kept[-1])
     narrow = YinPitch(fmin=95.0, fmax=105.0).run(batch, {})
     assert 95.0 <= narrow["pitch_mean_hz"][0] <= 105.0
+
+
+def test_quiet_periodic_frames_are_unvoiced_as_in_praat():
+    """A tone at full level then the same tone 46 dB down: Praat calls the quiet part unvoiced
+    (its local peak is under silence_threshold / (1 + voicing_threshold) of the global peak), and
+    so do we; YIN's confidence alone keeps it."""
+    x = np.concatenate([harmonic(140, 1.0, level=0.5), harmonic(140, 1.0, level=0.0025)])
+    batch = batch_of([x])
+    yin = YinPitch()
+    track = yin.track(batch)[0]
+    times = np.arange(len(track.f0)) * yin.hop_length / yin.sample_rate
+    loud, quiet = (times > 0.1) & (times < 0.9), (times > 1.1) & (times < 1.9)
+    assert yin.keep(track)[loud].all() and not yin.keep(track)[quiet].any()
+    assert YinPitch(voicing_threshold=None).keep(track)[quiet].all()
+    _, praat = praat_track(x, RATE)
+    praat_times = parselmouth.Sound(x.astype(np.float64), RATE).to_pitch().xs()
+    assert (praat[(praat_times > 1.1) & (praat_times < 1.9)] == 0).all()
+    assert (praat[(praat_times > 0.1) & (praat_times < 0.9)] > 0).all()
+
+
+def test_frames_more_than_an_octave_from_the_median_are_dropped():
+    x = np.concatenate([harmonic(110, 1.5), harmonic(495, 0.2)])
+    with_filter = YinPitch().run(batch_of([x]), {})
+    without = YinPitch(octave_filter=False).run(batch_of([x]), {})
+    assert with_filter["pitch_mean_hz"][0] == pytest.approx(110, rel=0.01)
+    assert without["pitch_mean_hz"][0] > 130
 
 
 def test_vibrato_contour_follows_the_pitch():
@@ -106,6 +140,10 @@ def test_bad_settings_are_refused():
         YinPitch(hop_length=0)
     with pytest.raises(ValueError, match="contour_points must be >= 1, got 0"):
         YinPitch(contour_points=0)
+    with pytest.raises(ValueError, match="voicing_threshold must be in \\[0, 1\\), got 1.5"):
+        YinPitch(voicing_threshold=1.5)
+    with pytest.raises(ValueError, match="silence_threshold must be in \\[0, 1\\), got -0.1"):
+        YinPitch(silence_threshold=-0.1)
 
 
 def test_frames_in_parallel_threads_give_the_same_track():
@@ -116,7 +154,7 @@ def test_frames_in_parallel_threads_give_the_same_track():
     one = YinPitch(num_threads=1).track(batch)
     for threads in (2, 5):
         many = YinPitch(num_threads=threads).track(batch)
-        for (f_a, c_a), (f_b, c_b) in zip(one, many):
-            np.testing.assert_array_equal(f_a, f_b)
-            np.testing.assert_array_equal(c_a, c_b)
-    assert len(one[1][0]) == 0
+        for a, b in zip(one, many):
+            for field_a, field_b in zip(a, b):
+                np.testing.assert_array_equal(field_a, field_b)
+    assert len(one[1].f0) == 0
