@@ -431,3 +431,24 @@ def test_cli_serve_exits_cleanly_on_one_sigint_with_slow_clients_connected():
     assert "Traceback" not in out and "CancelledError" not in out, out
     assert out.count("disconnected after 14 bytes of the request body") == 1, out
     assert "Application shutdown complete" in out
+
+
+def test_a_second_signal_fails_the_queue_instead_of_cancelling(scorer):
+    from types import SimpleNamespace
+
+    from sdscore.models.episodes import Episode, Turn
+    from sdscore.rl.batcher import BatcherClosedError
+    from sdscore.rl.server import _Stopper
+
+    batcher = RewardBatcher(scorer, worker="caller")  # nobody runs it: the request stays queued
+    queued = batcher.submit(Episode((Turn("user", "hi"), Turn("assistant", "yo"))))
+    server = SimpleNamespace(should_exit=False, force_exit=False)
+    stop = _Stopper(server, batcher)
+    stop(signal.SIGINT, None)
+    assert server.should_exit and not batcher.closed and not queued.done()  # the first signal drains
+    stop(signal.SIGINT, None)
+    with pytest.raises(BatcherClosedError, match="closed before this request ran"):
+        queued.result(SAFETY_S)
+    assert not server.force_exit  # uvicorn would cancel tasks mid-request: tracebacks
+    stop(signal.SIGINT, None)
+    assert server.force_exit

@@ -65,7 +65,8 @@ def add_serve_parser(sub) -> None:
                        help="how long a batch waits for more requests after its first (default 5)")
     serve.add_argument("--max-tokens", type=int, help="estimated tokens per batch at most (default: no budget)")
     serve.add_argument("--max-queue", type=int, default=4096,
-                       help="episodes waiting at most; beyond it requests get 503, and a request with more episodes than this 413 (default 4096)")
+                       help="episodes waiting at most; beyond it requests get 503, and a request with more "
+                            "episodes than this 413 (default 4096)")
     serve.add_argument("--max-body-mb", type=float, default=32.0, help="request body cap in MiB (default 32)")
     serve.add_argument("--timeout-s", type=float, default=120.0, help="per-request timeout (default 120 s)")
     serve.add_argument("--token-env", default="SDSCORE_SERVE_TOKEN", metavar="NAME",
