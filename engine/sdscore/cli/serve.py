@@ -10,8 +10,8 @@ from sdscore.cli.console import console
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from sdscore.rl.batcher import RewardBatcher
     from sdscore.rl.audio_paths import AudioPathPolicy
+    from sdscore.rl.batcher import RewardBatcher
     from sdscore.rl.server import ServerLimits, serve
     from sdscore.runtime.reward.episode_scorer import RewardScorer
 
