@@ -298,7 +298,7 @@ def test_cli_score_and_eval_in_one_table(clips, tmp_path):
                              _discrimination(clips, "x1")).drop("error"), manifest)
     with LalmServer("tone") as server:
         code = main(["score", "consistency", str(manifest), "--judge", "openai", "--model", "fake-lalm",
-                     "--base-url", server.base_url, "--task", "auto", "--permutations", "all", "--seed", "3",
+                     "--base-url", server.base_url, "--task", "auto", "--permutations", "all",
                      "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "lalm.parquet")])
         assert code == 0 and len(server.requests) == 2 + 6
     results = pl.read_parquet(tmp_path / "lalm.parquet")

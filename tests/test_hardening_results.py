@@ -190,3 +190,36 @@ def test_wav_headers_that_lie_are_an_audio_error(tmp_path, backend):
     streamed = tmp_path / "streamed.wav"  # 0xFFFFFFFF: a streaming writer's "size unknown"
     streamed.write_bytes(_wav_bytes(0xFFFFFFFF))
     assert len(audio.load(streamed, backend=backend)) == 800
+
+
+# --- options of another mode are refused, not ignored ------------------------------------------
+
+_OTHER_MODE = [  # (command after `score`, the message)
+    (["judge", "--base-url", "http://127.0.0.1:9", "--model", "m"],
+     "--base-url, --model are for --judge openai; with --judge rule they would be ignored"),
+    (["judge", "--mode", "audio"], "--mode is for --judge openai; with --judge rule it would be ignored"),
+    (["reward", "--judge", "openai", "--model", "m", "--device", "cuda"],
+     "--device is for --judge reward-model; with --judge openai it would be ignored"),
+    (["reward", "--orders", "shown"], "--orders is for --judge openai; with --judge reward-model"),
+    (["reward", "--judge", "openai", "--model", "m", "--seed", "3"],
+     "--seed is for --orders shown; with --orders both it would be ignored"),
+    (["consistency", "--model", "m"], "--model is for --judge openai; with --judge embedding"),
+    (["consistency", "--judge", "openai", "--model", "m", "--embedder", "wavlm"],
+     "--embedder is for --judge embedding; with --judge openai"),
+    (["consistency", "--judge", "openai", "--model", "m", "--permutations", "all", "--seed", "2"],
+     "--seed is for --permutations one; with --permutations all"),
+    (["arena", "--judge", "openai", "--model", "m", "--seed", "4"],
+     "--seed is for --orders random; with --orders both it would be ignored"),
+]
+
+
+@pytest.mark.parametrize("command,message", _OTHER_MODE, ids=[" ".join(c[:1] + c[-2:]) for c, _ in _OTHER_MODE])
+def test_options_of_another_mode_are_refused_before_any_work(tmp_path, capsys, command, message):
+    from sdscore.cli import main
+
+    manifest = write_arena_manifest(tmp_path / "m.parquet", n_rows=3)  # never read: refused first
+    out = tmp_path / "out.parquet"
+    assert main(["score", command[0], manifest, "--out", str(out), *command[1:]]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert message in err and "Traceback" not in err
+    assert not out.exists()

@@ -17,6 +17,7 @@ from sdscore.llm_judges.audio_request import (
 from sdscore.llm_judges.cli_types import positive_seconds
 from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S
 from sdscore.protocols.arena.audio_judge import ORDERS
+from sdscore.protocols.mode_options import refuse_other_modes_options
 
 
 def add_score_options(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +45,7 @@ def add_score_options(parser: argparse.ArgumentParser) -> None:
 
 
 def score_settings(args: argparse.Namespace) -> dict:
+    refuse_other_modes_options(args, add_score_options, "orders", {"seed": ("random",)})
     return {"judge": args.judge, "model": args.model, "base_url": args.base_url, "orders": args.orders,
             "allow_ties": args.allow_ties, "seed": args.seed, "prompt_file": args.prompt_file,
             "concurrency": args.concurrency, "cache_dir": args.cache_dir, "timeout_s": args.timeout,

@@ -18,6 +18,15 @@ from sdscore.llm_judges.cli_types import positive_seconds
 from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S
 from sdscore.protocols.consistency.lalm_judge import LALM_TASKS, PERMUTATIONS
 from sdscore.protocols.consistency.protocol import METHODS
+from sdscore.protocols.mode_options import refuse_other_modes_options
+
+#: options of one --judge only (the other would ignore them)
+USED_BY = {
+    **{name: ("embedding",) for name in ("embedder", "model_dir", "method", "threshold")},
+    **{name: ("openai",) for name in ("base_url", "model", "task", "no_reference", "with_text_context", "per_turn",
+                                       "permutations", "seed", "prompt_file", "concurrency", "timeout",
+                                       "audio_rate", "max_request_bytes")},
+}
 
 
 def add_score_options(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +63,9 @@ def add_score_options(parser: argparse.ArgumentParser) -> None:
 
 
 def score_settings(args: argparse.Namespace) -> dict:
+    refuse_other_modes_options(args, add_score_options, "judge", USED_BY)
     if args.judge == "openai":
+        refuse_other_modes_options(args, add_score_options, "permutations", {"seed": ("one",)})
         return {"judge": "openai", "model": args.model, "base_url": args.base_url, "task": args.task,
                 "reference": not args.no_reference, "text_context": args.with_text_context,
                 "per_turn": args.per_turn, "permutations": args.permutations, "seed": args.seed,

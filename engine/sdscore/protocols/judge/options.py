@@ -9,6 +9,12 @@ from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS, MAX_AUDIO_SECONDS_HE
 from sdscore.llm_judges.cli_types import positive_seconds
 from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S
 from sdscore.protocols.judge.blueprint_view import check_groups
+from sdscore.protocols.mode_options import refuse_other_modes_options
+
+#: options only the LLM judge reads (the rule judge would ignore them)
+_OPENAI = ("openai",)
+USED_BY = {name: _OPENAI for name in ("base_url", "model", "mode", "prompt_file", "labels", "drop_group",
+                                      "concurrency", "timeout")}
 
 
 def add_score_options(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +42,7 @@ def add_score_options(parser: argparse.ArgumentParser) -> None:
 
 
 def score_settings(args: argparse.Namespace) -> dict:
+    refuse_other_modes_options(args, add_score_options, "judge", USED_BY)
     return {"judge": args.judge, "fusion": args.fusion, "base_url": args.base_url, "model": args.model,
             "mode": args.mode, "prompt_file": args.prompt_file, "instruction_source": args.instruction_source,
             "labels": args.labels, "drop_groups": list(check_groups(args.drop_group)),

@@ -10,6 +10,15 @@ from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS, MAX_AUDIO_SECONDS_HE
 from sdscore.llm_judges.audio_request import DEFAULT_AUDIO_RATE, DEFAULT_MAX_REQUEST_BYTES
 from sdscore.llm_judges.cli_types import positive_seconds
 from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S
+from sdscore.protocols.mode_options import refuse_other_modes_options
+
+#: options of one --judge only (the other would ignore them); --model names either's model
+USED_BY = {
+    **{name: ("reward-model",) for name in ("base", "system_prompt", "backend", "device", "dtype", "max_batch",
+                                             "max_tokens", "no_prefix_sharing", "store_pooled")},
+    **{name: ("openai",) for name in ("base_url", "orders", "seed", "prompt_file", "concurrency", "cache_dir",
+                                       "timeout", "audio_rate", "max_request_bytes")},
+}
 
 
 def add_score_options(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +58,9 @@ def add_score_options(parser: argparse.ArgumentParser) -> None:
 
 
 def score_settings(args: argparse.Namespace) -> dict:
+    refuse_other_modes_options(args, add_score_options, "judge", USED_BY)
     if args.judge == "openai":
+        refuse_other_modes_options(args, add_score_options, "orders", {"seed": ("shown",)})
         return {"judge": "openai", "model": args.model, "base_url": args.base_url, "orders": args.orders,
                 "seed": args.seed, "prompt_file": args.prompt_file, "concurrency": args.concurrency,
                 "cache_dir": args.cache_dir, "timeout_s": args.timeout, "audio_rate": args.audio_rate,
