@@ -223,3 +223,54 @@ def test_options_of_another_mode_are_refused_before_any_work(tmp_path, capsys, c
     err = " ".join(capsys.readouterr().err.split())
     assert message in err and "Traceback" not in err
     assert not out.exists()
+
+
+# --- a write that fails late (disk full, an immutable output) is one message; the shards stay ---
+
+
+def test_a_full_disk_while_writing_a_shard_keeps_the_finished_shards(tmp_path, monkeypatch):
+    from sdscore.runtime import sharded_output
+
+    manifest = write_arena_manifest(tmp_path / "battles.parquet", n_rows=50)
+    out = tmp_path / "out.parquet"
+    real, written = sharded_output.write_manifest, []
+
+    def full_after_two(frame, path):
+        if len(written) == 2:
+            raise pl.exceptions.ComputeError("failed to write: No space left on device (os error 28)")
+        written.append(path)
+        return real(frame, path)
+
+    monkeypatch.setattr(sharded_output, "write_manifest", full_after_two)
+    with pytest.raises(SdscoreError, match=r"part-000002\.parquet: could not write the shard of rows 21\.\.30 "
+                                           r"\(failed to write: No space left on device.*the finished shards in "
+                                           r".*out\.parquet\.parts are intact.*rerun with --resume"):
+        score_manifest(ScoringJob("arena", ToyScorer), manifest, out, window_rows=10)
+    monkeypatch.setattr(sharded_output, "write_manifest", real)
+    summary = score_manifest(ScoringJob("arena", ToyScorer), manifest, out, window_rows=10, resume=True)
+    assert (summary.resumed_shards, summary.scored_shards, summary.rows) == (2, 3, 50)
+
+
+def test_an_output_that_cannot_be_replaced_is_one_message_after_scoring(tmp_path, monkeypatch, capsys):
+    import errno
+
+    from sdscore import atomic_write
+
+    manifest = write_arena_manifest(tmp_path / "battles.parquet", n_rows=20)
+    out = tmp_path / "out.parquet"
+    real = os.replace
+
+    def immutable(src, dst):  # what chattr +i on OUT does to the final rename
+        if os.fspath(dst) == os.fspath(out):
+            raise PermissionError(errno.EPERM, "Operation not permitted", os.fspath(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr(atomic_write.os, "replace", immutable)
+    with pytest.raises(SdscoreError, match=r"out\.parquet: could not write the merged results \(Operation not "
+                                           r"permitted: .*out\.parquet\); the finished shards .* intact"):
+        score_manifest(ScoringJob("arena", ToyScorer), manifest, out, window_rows=10)
+    assert sorted(p.name for p in (tmp_path / "out.parquet.parts").iterdir())[:2] == [
+        "part-000000.parquet", "part-000001.parquet"]
+    monkeypatch.setattr(atomic_write.os, "replace", real)
+    summary = score_manifest(ScoringJob("arena", ToyScorer), manifest, out, window_rows=10, resume=True)
+    assert (summary.resumed_shards, summary.scored_shards, summary.rows) == (2, 0, 20)

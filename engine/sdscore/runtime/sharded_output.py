@@ -87,6 +87,11 @@ class ShardedOutput:
                 )
             return
 
+    def _kept(self) -> str:
+        """What a failed write leaves: the finished shards, and how to go on from them."""
+        return (f"the finished shards in {self.parts} are intact: free space or fix the permissions, then rerun "
+                f"with --resume to continue")
+
     @property
     def n_shards(self) -> int:
         """Windows of the input; an empty input still has one (empty) shard, so the output has columns."""
@@ -107,10 +112,14 @@ class ShardedOutput:
         start, stop = self.rows_of(k)
         if frame.height != stop - start:
             raise SdscoreError(f"shard {k}: {frame.height} result rows for input rows {start + 1}..{stop}")
-        if not self.parts.exists():  # made with the first shard: a run that fails before any leaves nothing
-            self.parts.mkdir(parents=True)
-            write_json(self.parts / RUN_FILE, self.record)
-        write_manifest(frame, self.shard_path(k))
+        try:
+            if not self.parts.exists():  # made with the first shard: a run that fails before any leaves nothing
+                self.parts.mkdir(parents=True)
+                write_json(self.parts / RUN_FILE, self.record)
+            write_manifest(frame, self.shard_path(k))
+        except (OSError, pl.exceptions.PolarsError) as error:  # disk full, quota, a read-only folder
+            raise SdscoreError(f"{self.shard_path(k)}: could not write the shard of rows {start + 1}..{stop} "
+                               f"({_reason(error)}); {self._kept()}") from error
 
     def finish(self, provenance: dict) -> tuple[int, int]:
         """Stream the shards in order into `out` (atomically) with provenance; remove the parts.
@@ -124,15 +133,27 @@ class ShardedOutput:
         # one schema for all shards: a column that is all null in one window (polars' Null type)
         # takes the type other windows give it
         schema = pa.unify_schemas([pq.read_schema(p) for p in paths], promote_options="permissive")
-        with atomic_path(self.out, durable=True) as temp:
-            with pq.ParquetWriter(temp, schema) as writer:
-                for path in paths:
-                    table = pq.ParquetFile(path).read()  # (read_table imports pyarrow.dataset: +0.25 s)
-                    table = table.select(schema.names).cast(schema)
-                    rows += table.num_rows
-                    failed += table.num_rows - table.column("error").null_count
-                    writer.write_table(table)
-                provenance = {**provenance, "rows": rows, "failed_rows": failed}
-                writer.add_key_value_metadata({METADATA_KEY: json.dumps(provenance, default=str)})
+        try:
+            with atomic_path(self.out, durable=True) as temp:
+                with pq.ParquetWriter(temp, schema) as writer:
+                    for path in paths:
+                        table = pq.ParquetFile(path).read()  # (read_table imports pyarrow.dataset: +0.25 s)
+                        table = table.select(schema.names).cast(schema)
+                        rows += table.num_rows
+                        failed += table.num_rows - table.column("error").null_count
+                        writer.write_table(table)
+                    provenance = {**provenance, "rows": rows, "failed_rows": failed}
+                    writer.add_key_value_metadata({METADATA_KEY: json.dumps(provenance, default=str)})
+        except OSError as error:  # disk full, or an output that cannot be replaced (immutable, read-only)
+            raise SdscoreError(f"{self.out}: could not write the merged results ({_reason(error)}); "
+                               f"{self._kept()}") from error
         shutil.rmtree(self.parts)
         return rows, failed
+
+
+def _reason(error: BaseException) -> str:
+    """One line of a write error: the OS's words (polars wraps them as ComputeError text)."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror + (f": {error.filename}" if error.filename else "")
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
