@@ -28,7 +28,9 @@ from sdscore.features.extract import (
 )
 
 SAMPLE_RATE = 16000
-CACHE_VERSION = "blueprint-features-2"  # 2: loudness at the file's own rate
+CACHE_VERSION = "blueprint-features-3"  # 2: loudness at the file's own rate; 3: pitch 75-600 Hz, Praat voicing
+#: ``pitch`` option -> extractor: our batched YIN (Praat's band and voicing rule) or TRACE's own tracker
+PITCH_METHODS = {"yin": "pitch", "aubio": "pitch_aubio"}
 CACHE_NAMESPACE = "blueprint"
 QUALITY_FIELDS = {
     "DNSMOS_Personalized_Signal_Quality": "dnsmos_personalized_sig",
@@ -56,6 +58,9 @@ class BlueprintBuilder:
     max_audio_seconds: longer files get an error row (None: load_many's default); jobs: worker
     processes for pocketsphinx (default: the CPU count), which holds the GIL one clip at a time and
     so runs there, beside the VAD, DNSMOS, pitch and loudness extractors of this process.
+    pitch: "yin" (default: batched YIN with Praat's 75-600 Hz band and voicing rule, median F0
+    checked against Praat on real voices) or "aubio" (the TRACE authors' tracker, aubio's yin
+    with their 80-300 Hz and confidence >= 0.8 filter, for blueprint fidelity).
     """
 
     def __init__(
@@ -67,11 +72,14 @@ class BlueprintBuilder:
         batch_size: int = 32,
         max_audio_seconds: float | None = None,
         jobs: int | None = None,
+        pitch: str = "yin",
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if pitch not in PITCH_METHODS:
+            raise ValueError(f"pitch must be one of {sorted(PITCH_METHODS)}, got {pitch!r}")
         options: dict[str, dict] = {"quality": {"standard": False}}
-        names = ["vad", "quality", "pitch"]  # loudness runs at each file's own rate (_loudness_at_file_rate)
+        names = ["vad", "quality", PITCH_METHODS[pitch]]  # loudness runs at each file's own rate (_loudness_at_file_rate)
         self.missing: dict[str, str] = {}
         if asr is None:
             self.missing["agent_response"] = "ASR disabled"
@@ -96,6 +104,7 @@ class BlueprintBuilder:
             "version": CACHE_VERSION,
             "sdscore": __version__,
             "rate": SAMPLE_RATE,
+            "pitch": pitch,
             "options": options,
         }
         self.settings_digest = hash_settings(settings)

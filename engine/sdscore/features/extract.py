@@ -29,6 +29,7 @@ REGISTRY: dict[str, str] = {
     "vad": "sdscore.features.vad:SileroVad",
     "quality": "sdscore.features.quality:Dnsmos",
     "pitch": "sdscore.features.pitch:YinPitch",
+    "pitch_aubio": "sdscore.features.aubio_pitch:AubioYinPitch",
     "praat_pitch": "sdscore.features.praat_pitch:PraatPitch",
     "loudness": "sdscore.features.loudness:Bs1770Loudness",
     "asr": "sdscore.features.asr:make_asr",
