@@ -231,6 +231,8 @@ def test_train_reward_cli_writes_a_loadable_compact_model(manifest, tmp_path):
 @pytest.mark.parametrize("device, message", [
     ("tpu", "unknown device 'tpu'; expected auto, cpu, cuda or cuda:N"),
     ("cuda", "device 'cuda': no CUDA device is visible here"),
+    ("mps", "device 'mps': sdscore runs models on cpu or cuda only"),  # torch's names, not ours: a traceback
+    ("meta", "device 'meta': sdscore runs models on cpu or cuda only"),
 ])
 def test_a_device_that_is_not_there_is_a_usage_error(manifest, tmp_path, capsys, device, message):
     if device == "cuda" and torch.cuda.is_available():

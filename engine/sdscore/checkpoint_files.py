@@ -108,6 +108,9 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
         resolved = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
         raise ModelError(f"unknown device {str(device)!r}; expected auto, cpu, cuda or cuda:N") from None
+    if resolved.type not in ("cpu", "cuda"):  # torch knows mps, meta, xpu...: sdscore's models run on neither
+        raise ModelError(f"device {str(device)!r}: sdscore runs models on cpu or cuda only; expected auto, cpu, "
+                         "cuda or cuda:N")
     if resolved.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
