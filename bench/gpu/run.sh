@@ -82,11 +82,20 @@ stage_wheels() {
     detail "no wheels in .whl/: run bench/gpu/prepare.sh where pip reaches PyPI and carry .whl"
     return 1
   fi
+  local packed=()  # a large pure-Python wheel travels xz-compressed: unpack it beside the site folder
+  mkdir -p "$SITE.xz"
+  for f in "$ROOT"/.whl/*.whl.xz; do
+    [ -e "$f" ] || continue
+    "$PY" -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.open(sys.argv[1]).read())' \
+      "$f" "$SITE.xz/$(basename "${f%.xz}")" || { detail "cannot unpack $f"; return 1; }
+    packed+=("$SITE.xz/$(basename "${f%.xz}")")
+  done
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
-    "$ROOT"/.whl/*.whl || { detail "pip install of the carried wheels failed"; return 1; }
-  "$PY" -c "import polars, soundfile, soxr, librosa, fastapi, uvicorn, pydantic, httptools; print('imports ok')" \
+    "$ROOT"/.whl/*.whl "${packed[@]}" || { detail "pip install of the carried wheels failed"; return 1; }
+  rm -rf "$SITE.xz"
+  "$PY" -c "import polars, soundfile, soxr, librosa, fastapi, uvicorn, pydantic, httptools, transformers; transformers.Qwen2_5OmniThinkerModel; print('imports ok, transformers', transformers.__version__)" \
     || { detail "a carried package does not import"; return 1; }
-  detail "$(ls "$ROOT"/.whl/*.whl | wc -l) wheels into $SITE"
+  detail "$(ls "$ROOT"/.whl/*.whl "$ROOT"/.whl/*.whl.xz 2>/dev/null | wc -l) wheels into $SITE"
 }
 
 stage_build() {
@@ -121,6 +130,7 @@ bench() {  # bench SCRIPT GPU-ARGS...: on CUDA with GPU-ARGS; else skipped (or -
   if [ "$HAVE_CUDA" = 1 ]; then
     "$PY" "$ROOT/$script" "$@" --json
   elif [ "${SDSCORE_GPU_RUN_CPU_BENCHES:-0}" = 1 ]; then
+    set -- --quick "(on the CPU)"
     "$PY" "$ROOT/$script" --quick --json
   else
     "$PY" "$ROOT/$script" --help >/dev/null || { detail "$script does not import"; return 1; }
@@ -195,7 +205,7 @@ pack() {  # rewrite the outputs from what has been logged so far
 finish() {  # everything is in OUTDIR now: the folders this run made go
   [ -n "$TRACE_PID" ] && kill "$TRACE_PID" 2>/dev/null
   pack
-  rm -rf "$LOGS" ${MADE_SITE:+"$MADE_SITE"}
+  rm -rf "$LOGS" ${MADE_SITE:+"$MADE_SITE" "$MADE_SITE.xz"}
 }
 trap finish EXIT
 trap 'exit 130' INT TERM
