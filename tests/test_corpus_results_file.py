@@ -95,7 +95,7 @@ def test_eval_reward_without_subset_or_criterion_reports_overall_accuracy(tmp_pa
     with_criterion = bare.with_columns(pl.Series("criterion", ["modality", "modality", "colloquialness",
                                                                "colloquialness"]))
     with_criterion.write_parquet(tmp_path / "c.parquet")
-    assert main(["eval", "reward", str(tmp_path / "c.parquet"), "--out", str(out)]) == 0
+    assert main(["eval", "reward", str(tmp_path / "c.parquet"), "--out", str(out), "--overwrite"]) == 0  # m.json exists
     metrics = json.loads(out.read_text())
     assert metrics["modality_micro"] == pytest.approx(0.5) and metrics["colloquial"] == pytest.approx(1.0)
     assert metrics["subsets"] == {} and metrics["overall_macro"] is None  # macro needs subsets
