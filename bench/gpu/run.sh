@@ -21,7 +21,7 @@
 set -u
 
 STAGES=(env wheels build tests bench-kernels bench-reward bench-serve)
-declare -A BUDGET=([env]=45 [wheels]=60 [build]=180 [tests]=200 [bench-kernels]=90 [bench-reward]=240
+declare -A BUDGET=([env]=45 [wheels]=90 [build]=180 [tests]=200 [bench-kernels]=90 [bench-reward]=240
                    [bench-serve]=150)
 # the CUDA tests: the kernel parity files and every file with a CUDA-only test
 TEST_FILES=(tests/test_kernels_pooling.py tests/test_kernels_similarity.py tests/test_kernels_gelu.py
