@@ -101,7 +101,8 @@ def test_eval_arena_cli_judge_options(tmp_path):
     out = tmp_path / "m.json"
     assert main(["eval", "arena", str(tmp_path / "battles.parquet"), "--out", str(out), "--judge", "gpt"]) == 0
     assert json.loads(out.read_text())["judge"] == "gpt"
-    assert main(["eval", "arena", str(tmp_path / "battles.parquet"), "--out", str(out), "--pool-judges"]) == 0
+    assert main(["eval", "arena", str(tmp_path / "battles.parquet"), "--out", str(out), "--pool-judges",
+                 "--overwrite"]) == 0  # m.json exists
     assert json.loads(out.read_text())["judge"] == "pooled"
     assert main(["eval", "consistency", str(tmp_path / "battles.parquet"), "--out", str(out),
                  "--judge", "gpt"]) == 2  # the option belongs to arena
