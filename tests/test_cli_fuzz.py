@@ -249,3 +249,106 @@ def test_eval_survives_random_corruptions(protocol, results_files, tmp_path):
             json.loads((case / "metrics.json").read_text())  # what was written is whole JSON
         tried += 1
         shutil.rmtree(case)
+
+
+# --- output options: hostile --out / --format / --format-out / --plot / --report values ---------------
+def _tree_state(root: Path) -> dict[str, str]:
+    """Every file (its bytes' hash), symlink (its target) and folder under root."""
+    import hashlib
+
+    state = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder) / name
+            rel = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                state[rel] = "link:" + os.readlink(path)
+            elif path.is_dir():
+                state[rel] = "dir"
+            else:
+                state[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return state
+
+
+def _output_world(root: Path, tiny_corpus: Path, results: Path) -> None:
+    """Inputs in data/ (a 2-pair reward manifest as pairs.jsonl, results, metrics) beside things that
+    are not sdscore's (a folder, a file) and links to the manifest."""
+    data = root / "data"
+    data.mkdir(parents=True)
+    read_manifest(tiny_corpus / "reward_pairs.parquet", "reward").head(2).write_ndjson(data / "pairs.jsonl")
+    shutil.copyfile(results, data / "results.parquet")
+    (data / "metrics.json").write_text("{}\n")
+    (root / "foreign").mkdir()
+    (root / "foreign" / "keep.txt").write_text("the user's\n")
+    (root / "foreign.txt").write_text("the user's\n")
+    (root / "link.jsonl").symlink_to("data/pairs.jsonl")
+    os.link(data / "pairs.jsonl", root / "hard.jsonl")
+
+
+def _output_value(rng: random.Random, others: list[str]) -> str:
+    """A path an output option could be given: hostile most of the time, sometimes a fresh one."""
+    pool = ["data/pairs.jsonl", "data", ".", "", "./", "foreign", "foreign.txt", "link.jsonl", "hard.jsonl",
+            "data/results.parquet", "data/metrics.json", "foreign/keep.txt", "new/x.parquet", "new/x.jsonl",
+            "new/x_scp", "new/plot.png", "new/report.html", "data/pairs.parquet", "data/new.json", *others]
+    return rng.choice(pool)
+
+
+@pytest.fixture(scope="module")
+def reward_results(tiny_corpus, tmp_path_factory):
+    """Results of `score reward` on the tiny corpus (the eval / report input of the cases below)."""
+    out = tmp_path_factory.mktemp("fuzz-outputs") / "reward.parquet"
+    code, stderr = _run(["score", "reward", str(tiny_corpus / "reward_pairs.parquet"), "--out", str(out)])
+    assert code in (0, 1), stderr
+    return out
+
+
+def test_output_options_never_delete_or_overwrite(reward_results, tiny_corpus, tmp_path, monkeypatch):
+    """Random output paths for score / eval / report: no traceback, and no file that existed before is
+    deleted or changed (outputs may only be new files, or a file passed with --overwrite that is not
+    an input)."""
+    rng = random.Random(f"{SEED}-outputs")
+    deadline, tried, codes = time.monotonic() + BUDGET_SECONDS / 2, 0, []
+    while tried < 12 or time.monotonic() < deadline:
+        root = tmp_path / f"case-{tried}"
+        _output_world(root, tiny_corpus, reward_results)
+        monkeypatch.chdir(root)
+        out = _output_value(rng, [])
+        command = rng.choice(["score", "score", "eval", "report"])
+        if command == "score":
+            argv = ["score", "reward", "data/pairs.jsonl", "--out", out]
+            if rng.random() < 0.8:
+                argv += ["--format", rng.choice(["parquet", "jsonl", "versa", "scp"])]
+            if rng.random() < 0.7:
+                argv += ["--format-out", _output_value(rng, [out, out + ".parts", out + ".lock"])]
+        elif command == "eval":
+            argv = ["eval", "reward", "data/results.parquet", "--out", out]
+            for flag in ("--plot", "--report"):
+                if rng.random() < 0.5:
+                    argv += [flag, _output_value(rng, [out])]
+        else:
+            argv = ["report", "--protocol", "reward", "data/results.parquet", "--metrics", "data/metrics.json",
+                    "--out", out]
+        overwrite = rng.random() < 0.3
+        argv += ["--overwrite"] if overwrite else []
+        before = _tree_state(root)
+        code, stderr = _run(argv)
+        after = _tree_state(root)
+        what = f"seed {SEED} outputs case {tried} {argv}"
+        assert code in (0, 1, 2), f"{what}: exit code {code}\n{stderr[-3000:]}"
+        assert "Traceback" not in stderr, f"{what}: traceback\n{stderr[-3000:]}"
+        replaced = {path for path, state in before.items() if after.get(path) != state}
+        # --overwrite may replace a plain file that is not an input of the command (nor a hard link
+        # to one); nothing else that existed may change or go
+        inputs = {"score": {"data/pairs.jsonl", "hard.jsonl"}, "eval": {"data/results.parquet"},
+                  "report": {"data/results.parquet", "data/metrics.json"}}[command]
+        allowed = {p for p, state in before.items() if state != "dir" and not state.startswith("link:")
+                   and p not in inputs} if overwrite else set()
+        assert replaced <= allowed, f"{what}: changed or deleted {sorted(replaced - allowed)}\n{stderr[-2000:]}"
+        if code == 2:
+            assert after == before, f"{what}: a refused run changed the tree\n{stderr[-2000:]}"
+            assert len(stderr.strip().splitlines()) == 1, f"{what}: the error is not one line\n{stderr}"
+        codes.append(code)
+        tried += 1
+        monkeypatch.chdir(tmp_path)
+        shutil.rmtree(root)
+    assert 0 in codes and 2 in codes, f"exit codes of {tried} cases: {sorted(codes)}"
