@@ -127,7 +127,8 @@ _REPEATED = {  # kind: (rows with one id twice, the message naming it and its ro
     "judge": ({"item_id": ["a", "b", "b"], "overall_pred": ["1", "2", "2"]}, r"item_id 'b' \(rows 2, 3\)"),
     "consistency": ({"dataset": ["x", "x", "y"], "instance_id": ["i1", "i1", "i1"], "task": ["detection"] * 3},
                     r"dataset 'x', instance_id 'i1' \(rows 1, 2\)"),
-    "naturalness": ({"item_id": ["u1", "u1"], "system": ["s", "s"]}, r"item_id 'u1' \(rows 1, 2\)"),
+    # a naturalness file may hold several systems' rows: an item repeats only within one system
+    "naturalness": ({"item_id": ["u1", "u1", "u1"], "system": ["s", "t", "s"]}, r"system 's', item_id 'u1' \(rows 1, 3\)"),
     "arena": ({"battle_id": ["b1", "b1"], "model_a": ["m1", "m1"], "model_b": ["m2", "m2"],
                "winner": ["model_a", "model_b"]}, r"'b1' repeats row 1"),
 }

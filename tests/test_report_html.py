@@ -220,6 +220,34 @@ def test_report_command_errors_name_the_problem(tmp_path, tiny_corpus, capsys):
     assert not (tmp_path / "r.html").exists()
 
 
+def test_another_protocols_metrics_or_deep_nesting_is_one_clear_error(reports, tiny_corpus, tmp_path, capsys):
+    """Every protocol's results with every other protocol's METRICS.json: rc 2 and one line naming the
+    file (it was a KeyError traceback), and JSON nested past what eval writes (a RecursionError)."""
+    folder = reports["reward"][1].parent
+    results = {"reward": [folder / "reward.parquet"], "consistency": [folder / "cons.parquet"],
+               "judge": [folder / "judge-a.parquet", folder / "judge-b.parquet"],
+               "naturalness": [folder / "naturalness.parquet"], "arena": [tiny_corpus / "battles.parquet"]}
+    for protocol, files in results.items():
+        for other, (_html, metrics) in reports.items():
+            if other in (protocol, "demo"):
+                continue
+            code = main(["report", "--protocol", protocol, *map(str, files), "--metrics", str(metrics),
+                         "--manifest", str(tiny_corpus / "judge_items.parquet" if protocol == "judge" else
+                                           tiny_corpus / "naturalness.parquet" if protocol == "naturalness" else
+                                           tiny_corpus / "consistency.parquet"),
+                         "--out", str(tmp_path / "r.html")])
+            err = capsys.readouterr().err
+            assert code == 2 and "Traceback" not in err, (protocol, other, err)
+            assert f"{metrics.name}:" in _err(capsys) + "".join(err.split()), (protocol, other, err)
+    for depth in (100, 100_000):
+        deep = tmp_path / f"deep{depth}.json"
+        deep.write_text('{"n_rows": 1, "x": ' + "[" * depth + "]" * depth + "}")
+        code = main(["report", "--protocol", "consistency", str(results["consistency"][0]), "--metrics", str(deep),
+                     "--out", str(tmp_path / "r.html")])
+        assert code == 2 and f"deep{depth}.json:" in (err := _err(capsys)) and "nested" in err
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_a_missing_manifest_is_said_not_fatal(reports, tmp_path):
     results = reports["consistency"][1].with_name("cons.parquet")
     metrics = json.loads(reports["consistency"][1].read_text())

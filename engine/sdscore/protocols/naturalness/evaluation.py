@@ -402,7 +402,7 @@ def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, see
     if not paths:
         raise ValueError("eval naturalness needs at least one results file")
     frames = [read_results(path, RESULTS, required=("system",), add_absent=False,
-                           unique=manifest_spec("naturalness").unique_key) for path in paths]
+                           unique=("system", *manifest_spec("naturalness").unique_key)) for path in paths]
     frame = pl.concat(frames, how="diagonal_relaxed")
     metrics = evaluate_naturalness(frame)
     metrics["results_files"] = [str(p) for p in paths]

@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from sdscore.atomic_write import write_text
+from sdscore.errors import SdscoreError
 from sdscore.report.html import (
     arena_view,
     consistency_view,
@@ -111,10 +112,38 @@ def protocol_section(
             if isinstance(finder.manifest, dict):
                 merged.update(finder.manifest)
         finders = [ItemFinder(protocol, merged or finders[0].manifest, embedder)]
+    _check_metrics_protocol(protocol, metrics, metrics_path)
     context = ViewContext(protocol, source or protocol, metrics, frames, finders)
-    headline, blocks = VIEWS[protocol](context)
+    try:
+        headline, blocks = VIEWS[protocol](context)
+    except (KeyError, IndexError, TypeError, AttributeError) as error:  # another protocol's or a mangled file
+        problem = error.args[0] if isinstance(error, KeyError) and error.args else error
+        raise SdscoreError(f"{metrics_path or 'METRICS.json'}: does not hold the metrics of `sdscore eval {protocol}` "
+                           f"({problem}); give the METRICS.json that eval {protocol} wrote, or the --protocol of "
+                           "the eval that wrote this one") from None
     return Section(protocol, title or protocol, source or protocol, None if metrics_path is None else str(metrics_path),
                    headline, blocks, provenance)
+
+
+#: Top-level keys every METRICS.json of a protocol has (as `sdscore eval` writes them): the report
+#: refuses another protocol's metrics up front instead of failing, or rendering nonsense, in a view.
+METRICS_KEYS = {
+    "reward": ("n", "subsets", "overall_micro"),
+    "consistency": ("detection", "localization", "discrimination"),
+    "judge": ("judges", "n_items"),
+    "naturalness": ("systems",),
+    "arena": ("n_battles", "bradley_terry"),
+}
+
+
+def _check_metrics_protocol(protocol: str, metrics: Mapping[str, Any], metrics_path) -> None:
+    missing = [key for key in METRICS_KEYS.get(protocol, ()) if key not in metrics]
+    if not missing:
+        return
+    looks = [name for name, keys in METRICS_KEYS.items() if name != protocol and all(k in metrics for k in keys)]
+    guess = f"; it looks like the metrics of eval {' or '.join(looks)}" if looks else ""
+    raise SdscoreError(f"{metrics_path or 'METRICS.json'}: does not hold the metrics of `sdscore eval {protocol}` "
+                       f"(no {', '.join(missing)}){guess}; give the METRICS.json that eval {protocol} wrote")
 
 
 @lru_cache(maxsize=1)
@@ -148,15 +177,37 @@ def write_report(out: str | os.PathLike, sections: Sequence[Section], title: str
     return write_text(out, render_report(sections, title, notes, embedder))
 
 
+#: Deepest nesting of objects and lists a METRICS.json may have (eval writes at most ~6 levels; a
+#: deeper file would exhaust the recursion of the views and of the JSON decoder).
+MAX_METRICS_DEPTH = 64
+
+
 def read_metrics(path: str | os.PathLike) -> dict:
-    """A METRICS.json file (ValueError naming it when it is not a JSON object)."""
+    """A METRICS.json file (ValueError naming it when it is not a JSON object, or is nested deeper
+    than MAX_METRICS_DEPTH)."""
     try:
         value = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise ValueError(f"{path}: cannot read metrics JSON ({error})") from None
+    except (OSError, ValueError, RecursionError) as error:  # RecursionError: nested past the decoder's limit
+        problem = f"nested too deeply to decode, at most {MAX_METRICS_DEPTH} levels" \
+            if isinstance(error, RecursionError) else error
+        raise ValueError(f"{path}: cannot read metrics JSON ({problem})") from None
     if not isinstance(value, dict):
         raise ValueError(f"{path}: metrics JSON must be an object, got {type(value).__name__}")
+    if _nesting_depth(value) > MAX_METRICS_DEPTH:
+        raise ValueError(f"{path}: metrics JSON is nested more than {MAX_METRICS_DEPTH} levels deep; it is not "
+                         "a METRICS.json that `sdscore eval` wrote")
     return value
+
+
+def _nesting_depth(value: Any) -> int:
+    """The deepest nesting of dicts and lists in a decoded JSON value (iterative: no recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def report_files(protocol: str, results: Sequence[str | os.PathLike], metrics_json: str | os.PathLike,
