@@ -275,3 +275,42 @@ def test_an_output_that_cannot_be_replaced_is_one_message_after_scoring(tmp_path
     monkeypatch.setattr(atomic_write.os, "replace", real)
     summary = score_manifest(ScoringJob("arena", ToyScorer), manifest, out, window_rows=10, resume=True)
     assert (summary.resumed_shards, summary.scored_shards, summary.rows) == (2, 0, 20)
+
+
+# --- the command line: Ctrl-C while starting, --version, each eval kind's own help -----------------
+
+_INTERRUPT_ON_IMPORT = """
+import builtins, os, signal, sys
+sys.argv = ["sdscore", "score", "arena", {manifest!r}, "--out", {out!r}]
+real_import, fired = builtins.__import__, []
+def interrupting_import(name, *args, **kwargs):
+    if name == {module!r} and not fired:
+        fired.append(name)
+        os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends, while the CLI's modules load
+    return real_import(name, *args, **kwargs)
+builtins.__import__ = interrupting_import
+from sdscore.cli import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("module", ["polars", "sdscore.protocols.mode_options"])
+def test_ctrl_c_while_starting_exits_130_without_a_traceback(tmp_path, module):
+    """polars loads with `sdscore.cli`; the protocols' options load while the parser is built."""
+    import subprocess
+    import sys
+
+    manifest = write_arena_manifest(tmp_path / "m.parquet", n_rows=3)
+    code = _INTERRUPT_ON_IMPORT.format(manifest=manifest, out=str(tmp_path / "o.parquet"), module=module)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and "interrupted" in done.stderr
+
+
+def test_version(capsys):
+    from sdscore import __version__
+    from sdscore.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0 and capsys.readouterr().out.strip() == f"sdscore {__version__}"

@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
-import argparse
-import json
+import os
+import signal
+import sys
+
+
+def _interrupted_while_starting(signum, frame) -> None:  # noqa: ARG001 - a signal handler's signature
+    """Ctrl-C while the CLI's modules load (a second or two): a quiet exit, not an import traceback."""
+    os.write(2, b"interrupted\n")
+    os._exit(130)
+
+
+# Only when this process is the `sdscore` program (not a test or an application importing the CLI):
+# main() restores Python's handler once it can report an interrupt itself.
+if os.path.basename(sys.argv[0]) in ("sdscore", "-m") and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+import argparse  # noqa: E402 - after the start-up handler, so these imports are covered by it
+import json  # noqa: E402
 
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Table  # noqa: E402
 
 from sdscore.cli.bench import add_bench_parser
 from sdscore.cli.console import console, stage_progress
@@ -71,7 +87,10 @@ def _print_demo(report: dict) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from sdscore import __version__
+
     parser = argparse.ArgumentParser(prog="sdscore", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"sdscore {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     synth = sub.add_parser("synth", help="write a deterministic synthetic spoken-dialogue corpus")
@@ -99,13 +118,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # from here an interrupt is reported below
+    args = None
     try:
+        args = build_parser().parse_args(argv)
         return args.func(args)
     except (SdscoreError, FileNotFoundError, IsADirectoryError, ValueError) as exc:
         console.print("[red]error:[/red]", escape(str(exc)), soft_wrap=True)  # one line, however long
         return 2
     except KeyboardInterrupt:
-        resume = " (finished windows are kept: rerun with --resume to continue)" if args.command == "score" else ""
+        scoring = args is not None and args.command == "score"
+        resume = " (finished windows are kept: rerun with --resume to continue)" if scoring else ""
         console.print(f"[red]interrupted[/red]{resume}")
         return 130
