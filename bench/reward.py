@@ -477,8 +477,31 @@ def omni_3b_model(folder: Path, device: str) -> RewardModel:
     return model.to(device=device, dtype=torch.bfloat16).eval()
 
 
+def paths_main(args, rounds: int, device: str, pairs, folder: Path) -> None:
+    """--paths: only the A/B rows of varlen vs padded continuations and fused vs unfused decoder
+    (bench/reward_paths.py) on the tiny model, a small fp32 one and, on CUDA, the 3B-shaped bf16 one."""
+    from reward_paths import forward_rows, path_rows, small_model
+
+    checkpoint = tiny_qwen_checkpoint(folder)
+    models = {"tiny SDiaReward-layout model": lambda: load_reward_model(checkpoint[0], base=checkpoint[1]),
+              "small model (H=512, 4 layers, fp32)": lambda: small_model(folder, device)}
+    if device == "cuda":
+        models["Qwen2.5-Omni-3B-shaped model (bf16)"] = lambda: omni_3b_model(folder, device)
+    rows = []
+    for name, build in models.items():
+        model = build()
+        rows += path_rows(name, model, pairs, rounds, 8, device, _sync(device))
+        rows += forward_rows(name, model, pairs, rounds, 8, device, _sync(device))
+        del model
+    report(f"reward paths: varlen vs padded continuation, fused vs unfused decoder; {rounds} interleaved rounds",
+           rows, args.json)
+
+
 def main() -> None:
-    args = parser(__doc__.splitlines()[0]).parse_args()
+    cli = parser(__doc__.splitlines()[0])
+    cli.add_argument("--paths", action="store_true",
+                     help="only compare the continuation layouts (varlen/padded) and the decoder (fused/unfused)")
+    args = cli.parse_args()
     rounds = args.repeats or 3
     device = "cuda" if torch.cuda.is_available() else "cpu"
     warnings.filterwarnings("ignore")
@@ -486,6 +509,8 @@ def main() -> None:
         n_pairs = 16 if args.quick else 96
         paths = render_tts(Path(folder), CLIPS_PER_PAIR * n_pairs, words=(3, 14), espeak_every=3, prefix="r")
         pairs = make_pairs(at_16k(paths), n_pairs)
+        if args.paths:
+            return paths_main(args, rounds, device, pairs[: 8 if args.quick else 32], Path(folder))
         rows = model_rows("compact demo model", compact_model(), pairs, rounds, 16, device, 0, full=False)
         qwen_pairs = pairs[: 8 if args.quick else 24]
         authors_pairs = 1 if args.quick else 6

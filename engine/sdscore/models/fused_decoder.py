@@ -21,7 +21,8 @@ module keeps its parameters, attributes and isinstance checks. The fused forward
 the original in training, under autograd (a weight or input that requires grad), under autocast
 (weights in another dtype than the activations), while tracing or exporting (ONNX), for an
 activation other than SiLU, and when a layer lacks what it needs: those calls run HF's forward.
-`unfuse_decoder` restores the original classes (the weights stay views; values are unchanged).
+`unfuse_decoder` restores the original classes (the weights stay views; values are unchanged), so
+benches can switch back and forth on one model.
 """
 
 from __future__ import annotations
@@ -212,9 +213,7 @@ def unfuse_decoder(language_model: nn.Module) -> None:
     """Restore the original (Hugging Face) forwards of every module fuse_decoder switched."""
     for module in language_model.modules():
         base = type(module).__dict__.get("_sdscore_base") or getattr(type(module), "_sdscore_base", None)
-        if base is not None:
-            for name in ("_sdscore_qkv", "_sdscore_gate_up"):
-                module.__dict__.pop(name, None)
+        if base is not None:  # the fused tensors stay (the weights are views of them): fusing again is free
             module.__class__ = base
 
 
