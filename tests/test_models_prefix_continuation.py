@@ -184,3 +184,30 @@ def test_scores_equal_with_either_continuation_layout(tiny_model):
     alone = RewardScorer(tiny_model, share_prefixes=False).score(episodes)
     torch.testing.assert_close(scores["varlen"], scores["padded"], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(scores["varlen"], alone, rtol=1e-5, atol=1e-5)
+
+
+def test_continuation_calls_refuse_what_they_cannot_run(tiny_model):
+    from sdscore.models.packed_attention import packed_attention_forward
+    from sdscore.models.prefix_continuation import grouped_states
+
+    pk, pv, q, ck, cv, layout, *_ = _random_case([3], [[2]])
+    prefix = PrefixKeys([pk.transpose(0, 1).unsqueeze(0)], [pv.transpose(0, 1).unsqueeze(0)], layout)
+    module = type("Layer", (), {"layer_idx": 0})()
+    query, key = q.transpose(0, 1).unsqueeze(0), ck.transpose(0, 1).unsqueeze(0)
+    with pytest.raises(ValueError, match="a packed continuation call takes no attention_mask"):
+        packed_attention_forward(module, query, key, key, torch.ones(1, 1, 2, 5, dtype=torch.bool), sdscore_prefix=prefix)
+    with pytest.raises(ValueError, match="a packed continuation call has batch 1"):
+        prefix.attend(0, query.expand(2, -1, -1, -1), key, key, None)
+    out, _ = packed_attention_forward(module, query, key, cv.transpose(0, 1).unsqueeze(0), None, sdscore_prefix=prefix)
+    assert out.shape == (1, 2, 4, 8)
+    with pytest.raises(ValueError, match="continuation layout must be one of"):
+        grouped_states(tiny_model.backbone.language_model, {}, None, None, layout="ragged")
+
+
+def test_collate_groups_refuses_empty_groups_and_members_without_a_continuation(tiny_model):
+    with pytest.raises(ValueError, match="needs at least one group, each with at least one member"):
+        tiny_model.collate_groups([])
+    episodes, audio = _episodes(1, [1])
+    items = tiny_model.prepare_many(episodes, audio)
+    with pytest.raises(ValueError, match=f"group member 0 has no tokens after its group's {items[0].length}-token"):
+        tiny_model.collate_groups([(items, items[0].length)])
