@@ -139,6 +139,16 @@ def test_weights_stay_in_the_checkpoint_layout_and_are_held_once():
     assert not decoder_is_fused(fused) and type(fused.layers[0].self_attn) is type(plain.layers[0].self_attn)
 
 
+def test_autocast_runs_the_original_forward():
+    plain, fused = _pair(torch.float32)
+    ids, mask, positions = _padded_batch([3, 5])
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        want = plain(input_ids=ids, attention_mask=mask, position_ids=positions).last_hidden_state
+        got = fused(input_ids=ids, attention_mask=mask, position_ids=positions).last_hidden_state
+    assert "_sdscore_qkv" not in fused.layers[0].self_attn.__dict__  # stepped aside
+    assert torch.equal(got, want)
+
+
 def test_training_and_autograd_run_the_original_forward():
     """With gradients the fused path steps aside, so gradients reach every projection."""
     _, fused = _pair(torch.float32)

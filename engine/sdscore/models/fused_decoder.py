@@ -41,7 +41,7 @@ _SWAPPED: dict[tuple[type, type], type] = {}
 
 def _inference_call(module: nn.Module, x: torch.Tensor, *weights: torch.Tensor) -> bool:
     """True when a fused forward may run: eval, no autograd, no autocast, no trace, weights in x's dtype."""
-    if module.training or torch.jit.is_tracing() or torch.is_autocast_enabled():
+    if module.training or torch.jit.is_tracing() or torch.is_autocast_enabled(x.device.type):
         return False
     if torch.onnx.is_in_onnx_export():
         return False
