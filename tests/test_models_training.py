@@ -18,6 +18,7 @@ from sdscore.models.head_only import HeadTrainConfig, save_head_only, train_head
 from sdscore.models.head_only_files import HEAD_ONLY_CONFIG
 from sdscore.models.loading import load_head_only, load_reward_model
 from sdscore.models.losses import bradley_terry_loss, pairwise_correct
+from sdscore.output_paths import MARKER, OutputPathError
 from sdscore.models.training import LOG_FILE, TrainConfig, cosine_schedule, hash_split, prepare_pairs, train_reward
 
 SR = 16000
@@ -174,8 +175,25 @@ def test_bad_audio_names_the_pair(data, tmp_path):
 
 def test_refuses_to_replace_a_foreign_folder(data, tmp_path):
     (tmp_path / "keep.txt").write_text("mine")
-    with pytest.raises(ValueError, match="not empty and not an sdscore model folder"):
+    with pytest.raises(OutputPathError, match="sdscore did not write"):
         train_reward(CompactRewardModel.from_config(TINY), data[0], None, tmp_path, TrainConfig(max_steps=1))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+
+
+def test_replaces_its_own_folder_only_with_overwrite_and_never_a_foreign_file(data, tmp_path):
+    out = tmp_path / "m"
+    config = TrainConfig(batch_size=16, max_steps=1, eval_fraction=0.0)
+    train_reward(CompactRewardModel.from_config(TINY), data[0], None, out, config)
+    assert (out / MARKER).is_file()
+    with pytest.raises(OutputPathError, match="pass --overwrite"):
+        train_reward(CompactRewardModel.from_config(TINY), data[0], None, out, config)
+    train_reward(CompactRewardModel.from_config(TINY), data[0], None, out, config, overwrite=True)
+    # a model folder that also holds the user's file (an sdscore model file is not enough): kept whole
+    (out / "notes.txt").write_text("mine")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(OutputPathError, match="never replaced, even with --overwrite"):
+        train_reward(CompactRewardModel.from_config(TINY), data[0], None, out, config, overwrite=True)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     with pytest.raises(ValueError, match="batch_size must be a positive integer"):
         TrainConfig(batch_size=0)
 

@@ -197,6 +197,21 @@ def test_sharded_output_shards_resume_and_merge(tmp_path):
     assert read_provenance(out) == {"note": "x", "rows": 10, "failed_rows": 1}
 
 
+def test_merging_never_deletes_a_file_it_did_not_write_in_the_parts_folder(tmp_path, caplog):
+    from sdscore.runtime.sharded_output import ShardedOutput
+
+    out = tmp_path / "res.parquet"
+    frame = pl.DataFrame({"x": [1, 2, 3], "error": [None] * 3}, schema={"x": pl.Int64, "error": pl.String})
+    shards = ShardedOutput(out, 3, 4, {"model": "a"}, resume=False)
+    shards.write_shard(0, frame)
+    (shards.parts / "notes.txt").write_text("mine")  # a user's file dropped into the folder mid-run
+    with caplog.at_level("WARNING"):
+        assert shards.finish({}) == (3, 0)
+    assert sorted(p.name for p in shards.parts.iterdir()) == ["notes.txt"]
+    assert "holds files this run did not write" in caplog.text
+    assert pl.read_parquet(out).equals(frame)
+
+
 def test_a_manifest_without_required_columns_stops_before_the_scorer_loads(tmp_path):
     from sdscore.errors import ManifestError
 

@@ -17,7 +17,6 @@ import copy
 import hashlib
 import math
 import os
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -35,6 +34,7 @@ from sdscore.errors import AudioError, ModelError
 from sdscore.models.base import Prepared, RewardModel, batch_to
 from sdscore.models.episodes import Episode, episodes_from_pairs
 from sdscore.models.losses import bradley_terry_loss, pairwise_correct
+from sdscore.output_paths import check_replaceable_folder, staged_folder
 
 LOG_FILE = "training_log.json"
 Progress = Callable[[str, int, int], None]
@@ -205,8 +205,12 @@ def train_reward(
     out_dir: str | os.PathLike,
     config: TrainConfig | None = None,
     progress: Progress | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Train `model` in place on REWARD_PAIRS frames; save the best checkpoint to out_dir; return a summary.
+
+    out_dir follows the output-path policy (output_paths.py): a new or empty folder, or with
+    `overwrite` one that sdscore wrote whole; a folder holding any other file is never replaced.
 
     eval_pairs None: `config.eval_fraction` of train_pairs is held out by pair_id hash (0 = no eval,
     the final weights are saved). On return the model holds the saved (best) weights, in eval mode.
@@ -214,7 +218,7 @@ def train_reward(
     """
     config = config or TrainConfig()
     out = Path(out_dir)
-    _check_out_dir(out)
+    check_replaceable_folder(out, overwrite, "out_dir")
     if not hasattr(model, "save_pretrained"):
         raise ModelError(f"{type(model).__name__} has no save_pretrained: it cannot be trained here")
     if eval_pairs is None and config.eval_fraction > 0:
@@ -240,6 +244,7 @@ def train_reward(
     log: dict[str, Any] = {"config": _jsonable(asdict(config)), "train_pairs": len(train),
                            "eval_pairs": len(held) if held else 0, "steps": [], "eval": [], "best": None}
     best_state, best_loss = None, math.inf
+    saved = False  # after the first checkpoint, out_dir is the folder this run wrote
     step, epoch, batches = 0, 0, []
     with torch.random.fork_rng(devices=[] if device.type == "cpu" else [device]):
         torch.manual_seed(config.seed)
@@ -274,12 +279,13 @@ def train_reward(
             if row["loss"] < best_loss:
                 best_loss, best_state = row["loss"], copy.deepcopy(model.state_dict())
                 log["best"] = {k: row[k] for k in ("step", "loss", "accuracy", "by_subset")}
-                _save_checkpoint(model, out, _card(config, log, len(train)), log)
+                _save_checkpoint(model, out, _card(config, log, len(train)), log, overwrite=overwrite or saved)
+                saved = True
             write_json(out / LOG_FILE, log)
     if best_state is None:  # no eval pairs: the final weights are the checkpoint
         log["best"] = {"step": step, "loss": None, "accuracy": None, "by_subset": {}}
         best_state = model.state_dict()
-        _save_checkpoint(model, out, _card(config, log, len(train)), log)
+        _save_checkpoint(model, out, _card(config, log, len(train)), log, overwrite=overwrite or saved)
     model.load_state_dict(best_state)
     model.eval()
     log["seconds"] = {"prepare": round(prepared_s, 3), "total": round(time.perf_counter() - started, 3)}
@@ -302,30 +308,15 @@ def _card(config: TrainConfig, log: dict[str, Any], n_train: int) -> dict[str, A
     }}
 
 
-def _save_checkpoint(model: RewardModel, out: Path, card: dict[str, Any], log: dict[str, Any]) -> None:
-    """Write the model to a temp folder beside `out`, then swap it in by rename."""
-    temp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    old = out.parent / f".{out.name}.old-{os.getpid()}"
-    shutil.rmtree(temp, ignore_errors=True)
-    try:
-        model.save_pretrained(temp, card=card)
-        write_json(temp / LOG_FILE, log)
-        if out.exists():
-            os.replace(out, old)
-        os.replace(temp, out)
-    finally:
-        shutil.rmtree(temp, ignore_errors=True)
-        shutil.rmtree(old, ignore_errors=True)
+def _save_checkpoint(model: RewardModel, out: Path, card: dict[str, Any], log: dict[str, Any],
+                     overwrite: bool) -> None:
+    """Write the model to a temp folder beside `out` (with sdscore's marker), then swap it in by rename.
 
-
-def _check_out_dir(out: Path) -> None:
-    """Refuse to replace a folder that is neither empty nor a previous sdscore model/training output."""
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out}: exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()):
-        ours = ("sdscore_reward.json", "sdscore_head.json", LOG_FILE)
-        if not any((out / name).exists() for name in ours):
-            raise ValueError(f"{out}: not empty and not an sdscore model folder; refusing to replace it")
+    The first save replaces `out` only as train_reward's check allowed; later saves replace the
+    folder the first one wrote (its marker lists every file), so nothing else is ever deleted."""
+    with staged_folder(out, overwrite=overwrite, command="sdscore train") as stage:
+        model.save_pretrained(stage, card=card)
+        write_json(stage / LOG_FILE, log)
 
 
 def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import logging
 from pathlib import Path
 
 import polars as pl
@@ -24,6 +24,8 @@ from sdscore.atomic_write import atomic_path, write_json
 from sdscore.corpus.write import write_manifest
 from sdscore.errors import SdscoreError
 from sdscore.runtime.provenance import METADATA_KEY
+
+log = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 
@@ -147,8 +149,18 @@ class ShardedOutput:
         except OSError as error:  # disk full, or an output that cannot be replaced (immutable, read-only)
             raise SdscoreError(f"{self.out}: could not write the merged results ({_reason(error)}); "
                                f"{self._kept()}") from error
-        shutil.rmtree(self.parts)
+        self._remove_parts(paths)
         return rows, failed
+
+    def _remove_parts(self, shards: list[Path]) -> None:
+        """Delete the shards and run record this run wrote, then the folder if that left it empty:
+        a file someone else put into OUT.parquet.parts is never deleted (the folder stays, with it)."""
+        for path in [*shards, self.parts / RUN_FILE]:
+            path.unlink(missing_ok=True)
+        try:
+            self.parts.rmdir()
+        except OSError:
+            log.warning("%s: left in place: it holds files this run did not write", self.parts)
 
 
 def _reason(error: BaseException) -> str:
