@@ -370,6 +370,24 @@ def _keep(outputs: dict[str, np.ndarray], name: str, fn: Callable[[], np.ndarray
     return run
 
 
+def _hf_layers(model: RewardModel, fn: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
+    """fn run with Hugging Face's own decoder layers (the peers (a) and (c) are plain transformers
+    code): our fused decoder (models/fused_decoder.py) is switched off around it, then back on."""
+    from sdscore.models.fused_decoder import decoder_is_fused, fuse_decoder, unfuse_decoder
+
+    language_model = getattr(getattr(model, "backbone", None), "language_model", None)
+
+    def run() -> np.ndarray:
+        if language_model is None or not decoder_is_fused(language_model):
+            return fn()
+        unfuse_decoder(language_model)
+        try:
+            return fn()
+        finally:
+            fuse_decoder(language_model)
+    return run
+
+
 def _agreement(name: str, outputs: dict[str, np.ndarray], reference: str) -> None:
     for run, scores in outputs.items():
         if run != reference:
@@ -395,7 +413,7 @@ def model_rows(name: str, model: RewardModel, pairs, rounds: int, max_batch: int
         _agreement(name, outputs, "(b) loop")
         return [rate_row(f"{name}: {k} vs (b) one-by-one loop ({device})", unit, n, seconds[k], seconds["(b) loop"])
                 for k in scorers]
-    runs["(c) HF batched"] = _keep(outputs, "(c) HF batched", lambda: hf_batched(model, pairs, max_batch))
+    runs["(c) HF batched"] = _keep(outputs, "(c) HF batched", _hf_layers(model, lambda: hf_batched(model, pairs, max_batch)))
     threads = torch.get_num_threads()
     procs = None
     if device == "cpu" and checkpoint is not None and threads > 1:
@@ -430,7 +448,7 @@ def authors_rows(name: str, model: RewardModel, pairs, scorers: dict[str, Reward
     fe = authors_feature_extractor(model)
     outputs: dict[str, np.ndarray] = {}
     runs = {k: _keep(outputs, k, lambda s=s: ours(s, pairs)) for k, s in scorers.items()}
-    runs["(a) authors' loop"] = _keep(outputs, "(a) authors' loop", lambda: authors_loop(model, pairs, fe))
+    runs["(a) authors' loop"] = _keep(outputs, "(a) authors' loop", _hf_layers(model, lambda: authors_loop(model, pairs, fe)))
     runs["(b) loop"] = _keep(outputs, "(b) loop", lambda: peer_loop(model, pairs))
     # no warm-up round (each call of (a) costs a 300-s STFT per clip): ours and (b) ran warm before,
     # and (a)'s one-off costs (librosa's import, the first STFT) are paid here
@@ -499,6 +517,9 @@ def paths_main(args, rounds: int, device: str, pairs, folder: Path) -> None:
 
 def main() -> None:
     cli = parser(__doc__.splitlines()[0])
+    cli.add_argument("--realistic", action="store_true",
+                     help="only the realistic-shape rows: 3B- and 7B-shaped bf16 models (CUDA), 30-s and mixed "
+                          "clips, a ~450-token system prompt (bench/reward_realistic.py; without CUDA: tiny sizes)")
     cli.add_argument("--paths", action="store_true",
                      help="only compare the continuation layouts (varlen/padded) and the decoder (fused/unfused)")
     args = cli.parse_args()
@@ -508,7 +529,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sdscore-bench-") as folder:
         n_pairs = 16 if args.quick else 96
         paths = render_tts(Path(folder), CLIPS_PER_PAIR * n_pairs, words=(3, 14), espeak_every=3, prefix="r")
-        pairs = make_pairs(at_16k(paths), n_pairs)
+        clips = at_16k(paths)
+        pairs = make_pairs(clips, n_pairs)
+        if args.realistic:
+            from reward_realistic import realistic_rows
+
+            rows = realistic_rows(clips, Path(folder), device, rounds, args.quick)
+            report(f"reward at realistic shapes: batched scoring vs (a), (b), (c); {rounds} interleaved rounds",
+                   rows, args.json)
+            return
         if args.paths:
             return paths_main(args, rounds, device, pairs[: 8 if args.quick else 32], Path(folder))
         rows = model_rows("compact demo model", compact_model(), pairs, rounds, 16, device, 0, full=False)
