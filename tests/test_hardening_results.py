@@ -314,3 +314,61 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["--version"])
     assert exited.value.code == 0 and capsys.readouterr().out.strip() == f"sdscore {__version__}"
+
+
+def _battles(path, judges: dict[str, str]) -> str:
+    """Battles of three models, every pair both ways, per judge: "cycle" gives each model wins and
+    losses (finite ratings); "m1" always prefers model m1 (it never loses: its rating diverges)."""
+    rows = []
+    pairs = [("m1", "m2"), ("m2", "m3"), ("m3", "m1"), ("m2", "m1"), ("m3", "m2"), ("m1", "m3")]
+    for judge, kind in judges.items():
+        for i, (a, b) in enumerate(pairs * 30):
+            if kind == "m1":
+                winner = "model_a" if a == "m1" else "model_b" if b == "m1" else "tie"
+            else:
+                winner = ("model_a", "model_b", "tie")[i % 3]
+            rows.append({"battle_id": f"{judge}-{i}", "model_a": a, "model_b": b, "winner": winner, "judge": judge,
+                         "prompt_id": f"p{i % 6}"})
+    pl.DataFrame(rows).write_parquet(path)
+    return os.fspath(path)
+
+
+def test_eval_arena_reports_a_diverging_judge_as_unavailable_and_goes_on(tmp_path, capsys):
+    import json
+
+    from sdscore.cli import main
+
+    battles = _battles(tmp_path / "battles.parquet", {"human": "cycle", "always-m1": "m1"})
+    out = tmp_path / "m.json"
+    assert main(["eval", "arena", battles, "--out", str(out)]) == 0, capsys.readouterr().err
+    metrics = json.loads(out.read_text())
+    assert metrics["judge"] == "human" and set(metrics["bradley_terry"]) == {"m1", "m2", "m3"}
+    unavailable = metrics["by_judge"]["always-m1"]["ratings_unavailable"]
+    assert "Bradley–Terry MLE does not exist" in unavailable and "--l2" in unavailable
+    assert metrics["ratings_unavailable"] == {"always-m1": unavailable}
+    assert "bradley_terry" in metrics["by_judge"]["human"]
+    # the diverging judge as the headline: one line naming the option, and --l2 gives finite ratings
+    assert main(["eval", "arena", battles, "--out", str(tmp_path / "j.json"), "--judge", "always-m1"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "judge 'always-m1' (the headline ratings): Bradley–Terry MLE does not exist" in err
+    assert "`sdscore eval arena --l2 0.01`" in err and "pass l2 > 0" not in err
+    assert main(["eval", "arena", battles, "--out", str(tmp_path / "j.json"), "--judge", "always-m1",
+                 "--l2", "0.01"]) == 0
+    ratings = json.loads((tmp_path / "j.json").read_text())["bradley_terry"]
+    assert next(iter(ratings)) == "m1" and all(abs(v["rating"]) < 1e4 for v in ratings.values())
+
+
+def test_each_eval_kind_has_its_own_help(capsys):
+    from sdscore.cli import main
+    from sdscore.protocols.registry import PROTOCOLS
+
+    helps = {}
+    for kind in PROTOCOLS:
+        with pytest.raises(SystemExit):
+            main(["eval", kind, "--help"])
+        helps[kind] = " ".join(capsys.readouterr().out.split())
+    assert len(set(helps.values())) == len(helps)
+    assert "`sdscore score reward`" in helps["reward"] and "one file per judge" in helps["judge"]
+    assert "battles manifest" in helps["arena"] and "--l2" in helps["arena"] and "--pool-judges" in helps["arena"]
+    assert all("--l2" not in text and "--judge NAME" not in text for kind, text in helps.items() if kind != "arena")
+    assert "--plot" not in helps["arena"] and "--seed" not in helps["reward"] and "--seed" in helps["judge"]

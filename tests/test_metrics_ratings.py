@@ -237,7 +237,7 @@ def test_battle_frame_errors():
 
 def test_bradley_terry_without_an_mle():
     battles = _battles([("x", "y", "model_a"), ("x", "y", "model_a"), ("y", "z", "tie")])
-    message = r"Bradley–Terry MLE does not exist: .* groups \[\['y', 'z'\], \['x'\]\]\. Add battles or pass l2 > 0"
+    message = r"Bradley–Terry MLE does not exist: .* groups \[\['y', 'z'\], \['x'\]\]\. Add battles, or regularise with l2 > 0 \(`sdscore eval arena --l2 0\.01`\)"
     with pytest.raises(ValueError, match=message):
         bradley_terry(battles)
 

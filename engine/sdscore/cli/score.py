@@ -110,15 +110,14 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     plan = output_plan(args, "sdscore eval")
     out = plan.file(args.out, "--out")
     plot = None
-    if args.plot is not None:
+    if getattr(args, "plot", None) is not None:
         plot = plan.folder(args.plot, "--plot") if args.protocol in PLOT_FOLDERS else plan.file(args.plot, "--plot")
     report = None if args.report is None else plan.file(args.report, "--report")
     options = {}
-    if args.judge is not None or args.pool_judges:
-        if args.protocol != "arena":
-            raise ValueError("--judge and --pool-judges choose among an arena manifest's judges (eval arena only)")
-        options = {"judge": args.judge, "pool_judges": args.pool_judges}
-    metrics = protocol(args.protocol).evaluate_files(args.results, out, plot=plot, seed=args.seed, **options)
+    if args.protocol == "arena":  # the options only `eval arena` has (see add_eval_parser)
+        options = {"judge": args.judge, "pool_judges": args.pool_judges, "l2": args.l2}
+    metrics = protocol(args.protocol).evaluate_files(args.results, out, plot=plot, seed=getattr(args, "seed", 0),
+                                                     **options)
     if plot is not None and args.protocol in PLOT_FOLDERS and plot.is_dir():
         seal_folder(plot, "sdscore eval --plot")
     table = protocol(args.protocol).format_table(metrics)
@@ -132,20 +131,55 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+#: What each `eval KIND` reads (its RESULTS arguments), for its own --help.
+EVAL_INPUTS = {
+    "reward": "the results of `sdscore score reward` (or another tool's file with chosen_reward and "
+              "rejected_reward columns; pair_id, subset, category, source optional): one file",
+    "judge": "the results of `sdscore score judge`, one file per judge (a judge is named by its file's stem; "
+             "item_id and overall_pred columns, the gold labels beside them)",
+    "consistency": "the results of `sdscore score consistency` (a task column; instance_id, turn_scores, "
+                   "flagged, choice ...): one or more files, each evaluated on its own",
+    "naturalness": "the results of `sdscore score naturalness`: one or more files (e.g. one per system), "
+                   "evaluated together; a system column names each row's system",
+    "arena": "a battles manifest (battle_id, model_a, model_b, winner, optional judge) or the results of "
+             "`sdscore score arena --judge openai`: one file",
+}
+#: The kinds whose metrics resample (their --seed is the bootstrap's).
+EVAL_SEEDED = ("judge", "arena")
+
+
+def _non_negative(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number >= 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value!r}")
+    return number
+
+
 def add_eval_parser(sub) -> None:
-    """`sdscore eval PROTOCOL RESULTS... --out METRICS.json [--plot P] [--seed N] [--report HTML]`."""
+    """`sdscore eval PROTOCOL RESULTS... --out METRICS.json [its options]`: each kind its own options and help."""
     ev = sub.add_parser("eval", help="metrics of results files (arena: of a battles manifest)")
-    ev.add_argument("protocol", choices=list(PROTOCOLS))
-    ev.add_argument("results", nargs="+", type=Path, help="results file(s); judge accepts several")
-    ev.add_argument("--out", required=True, help="METRICS.json")
-    ev.add_argument("--plot", help="; ".join(f"{e.name}: {e.plot_help}" for e in PROTOCOLS.values()
-                                                      if e.plot_help))
-    ev.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    ev.add_argument("--judge", metavar="NAME", help="arena: the judge whose battles give the headline ratings "
-                                                   "(default: the only one, else human)")
-    ev.add_argument("--pool-judges", action="store_true", help="arena: rate all judges' battles together")
-    ev.add_argument("--report", metavar="HTML",
-                    help="also write the evaluation as a self-contained HTML report (see `sdscore report`)")
-    add_overwrite_option(ev)
-    add_audio_options(ev)
+    kinds = ev.add_subparsers(dest="protocol", required=True, metavar="{" + ",".join(PROTOCOLS) + "}")
+    for entry in PROTOCOLS.values():
+        parser = kinds.add_parser(entry.name, help=f"{entry.help}: metrics of {EVAL_INPUTS[entry.name].split(' (')[0]}",
+                                  description=f"Metrics of {EVAL_INPUTS[entry.name]}, written as METRICS.json.")
+        parser.add_argument("results", nargs="+", type=Path, metavar="RESULTS", help=EVAL_INPUTS[entry.name])
+        parser.add_argument("--out", required=True, help="METRICS.json")
+        if entry.plot_help:
+            parser.add_argument("--plot", help=entry.plot_help)
+        if entry.name in EVAL_SEEDED:
+            parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+        if entry.name == "arena":
+            parser.add_argument("--judge", metavar="NAME", help="the judge whose battles give the headline ratings "
+                                                               "(default: the only one, else human)")
+            parser.add_argument("--pool-judges", action="store_true", help="rate all judges' battles together")
+            parser.add_argument("--l2", type=_non_negative, default=0.0, metavar="L2",
+                                help="ridge on the Bradley–Terry log-strengths (default 0: FastChat's MLE); > 0 "
+                                     "gives finite ratings when a model never loses or never wins, e.g. 0.01")
+        parser.add_argument("--report", metavar="HTML",
+                            help="also write the evaluation as a self-contained HTML report (see `sdscore report`)")
+        add_overwrite_option(parser)
+        add_audio_options(parser)
     ev.set_defaults(func=_cmd_eval)

@@ -82,14 +82,19 @@ def _win_matrix(model_a, model_b, score_a, weights=None) -> tuple[list[str], np.
     return models, wins
 
 
+class RatingsDivergeError(ValueError):
+    """The Bradley–Terry MLE does not exist for these battles (some models never lose or never win)."""
+
+
 def _check_mle_exists(models: list[str], wins: np.ndarray, context: str) -> None:
     """The MLE is finite iff the 'beat or tied' graph is strongly connected (Zermelo/Ford)."""
     n_components, label = csgraph.connected_components(wins > 0, directed=True, connection="strong")
     if n_components > 1:
         groups = [[m for m, lab in zip(models, label) if lab == c] for c in range(n_components)]
-        raise ValueError(
+        raise RatingsDivergeError(
             f"Bradley–Terry MLE does not exist{context}: some models never lose (or never win) against the "
-            f"others, so their ratings diverge; groups {groups}. Add battles or pass l2 > 0"
+            f"others, so their ratings diverge; groups {groups}. Add battles, or regularise with l2 > 0 "
+            f"(`sdscore eval arena --l2 0.01`)"
         )
 
 

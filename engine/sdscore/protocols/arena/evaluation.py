@@ -24,6 +24,7 @@ from sdscore.metrics.battle_agreement import (
     swap_consistency,
 )
 from sdscore.metrics.ratings import (
+    RatingsDivergeError,
     bootstrap_bradley_terry,
     length_bias,
     online_elo,
@@ -95,9 +96,19 @@ def evaluate_arena(battles: pl.DataFrame, *, n_boot: int = 1000, seed: int = 0, 
         raise ValueError(f"the battles come from {len(judges)} judges ({', '.join(judges)}); ratings are per "
                          f"judge: name one (--judge NAME) or pool them on purpose (--pool-judges)")
     rate = lambda name: _ratings(judged.filter(pl.col("judge") == name), n_boot=n_boot, seed=seed, l2=l2)  # noqa: E731
-    by_judge = {name: rate(name) for name in judges} if len(judges) > 1 or chosen is not None else {}
+    by_judge, unavailable = {}, {}
+    for name in judges if len(judges) > 1 or chosen is not None else []:
+        try:
+            by_judge[name] = rate(name)
+        except RatingsDivergeError as error:  # one judge's verdicts admit no ratings: the others still do
+            if name == chosen:
+                raise RatingsDivergeError(f"judge {name!r} (the headline ratings): {error}") from None
+            unavailable[name] = str(error)
+            by_judge[name] = {"n_battles": int((judged["judge"] == name).sum()), "ratings_unavailable": str(error)}
     top = _ratings(judged, n_boot=n_boot, seed=seed, l2=l2) if chosen is None else by_judge[chosen]
     result = {"judge": "pooled" if chosen is None else chosen, "judges": judges, **top}
+    if unavailable:
+        result["ratings_unavailable"] = unavailable
     if warnings:
         result["warnings"] = warnings
     if len(judges) > 1:
@@ -120,11 +131,11 @@ def run_eval(battles_path: str | os.PathLike, out_json: str | os.PathLike, **opt
 
 
 def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, seed: int = 0,
-                   judge: str | None = None, pool_judges: bool = False) -> dict:
-    """`sdscore eval arena` (the registry's uniform signature plus the judge choice; no plot)."""
+                   judge: str | None = None, pool_judges: bool = False, l2: float = 0.0) -> dict:
+    """`sdscore eval arena` (the registry's uniform signature plus the judge choice and the ridge; no plot)."""
     if plot is not None:
         raise ValueError("eval arena draws no plot; leave out --plot")
-    return run_eval(results[0], out_json, seed=seed, judge=judge, pool_judges=pool_judges)
+    return run_eval(results[0], out_json, seed=seed, judge=judge, pool_judges=pool_judges, l2=l2)
 
 
 def scoring_job(**settings):
