@@ -19,7 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "gpu" / "run.sh"
-STAGES = ["env", "wheels", "build", "tests", "bench-kernels", "bench-reward", "bench-serve"]
+STAGES = ["env", "wheels", "build", "tests", "bench-kernels", "bench-reward-real", "bench-asr", "bench-serve",
+          "bench-reward"]
 LINE = re.compile(r"^STAGE (\S+) (ok|skipped|failed|timeout) (\d+\.\d) (.*)$")
 
 
@@ -93,3 +94,33 @@ def test_an_outdir_with_earlier_results_is_refused(tmp_path):
     assert proc.returncode == 2
     assert re.search(r"summary\.txt exists; give an empty or new OUTDIR", proc.stderr)
     assert (tmp_path / "summary.txt").read_text() == "earlier run\n"
+
+
+BENCH_STAGES = {  # stage: the arguments its bench gets on the CPU (SDSCORE_GPU_RUN_CPU_BENCHES=1)
+    "bench-kernels": "bench/kernels.py --quick --json",
+    "bench-reward-real": "bench/reward.py --quick --realistic --json",
+    "bench-asr": "bench/asr.py --quick --json",
+    "bench-serve": "bench/serve.py --quick --json",
+    "bench-reward": "bench/reward.py --quick --json",
+}
+
+
+def test_each_bench_stage_runs_its_script_with_its_cpu_arguments(tmp_path):
+    # a stand-in python: no CUDA at the check, and it prints the arguments each bench gets
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/bash\nif [ "$1" = "-" ]; then cat >/dev/null; echo "cuda check: no CUDA device (fake)"; '
+                    'exit 1; fi\necho "ARGS ${*#$PWD/}"\n')
+    fake.chmod(0o755)
+    full = {k: v for k, v in os.environ.items() if not k.startswith("SDSCORE_GPU_RUN_")}
+    full.update(PYTHON=str(fake), SDSCORE_GPU_RUN_CPU_BENCHES="1", SDSCORE_GPU_RUN_STAGES=",".join(BENCH_STAGES))
+    out = tmp_path / "out"
+    proc = subprocess.run(["bash", str(SCRIPT), str(out)], capture_output=True, text=True, env=full, timeout=120)
+    lines = [LINE.match(line) for line in proc.stdout.splitlines() if line.startswith("STAGE ")]
+    assert [m.group(1) for m in lines] == list(BENCH_STAGES), proc.stdout
+    for m in lines:
+        assert m.group(2) == "ok", m.group(0)
+        assert m.group(4) == BENCH_STAGES[m.group(1)].removesuffix(" --json") + " (on the CPU) done"
+    with tarfile.open(out / "logs.tar.gz") as tar:
+        for stage, args in BENCH_STAGES.items():
+            log = tar.extractfile(f"./{stage}.log").read().decode()
+            assert f"ARGS {ROOT}/{args}" in log or f"ARGS {args}" in log, log
