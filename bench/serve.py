@@ -15,7 +15,9 @@
     model and settings; the client runs in this one. Reported: requests/s, p50 and p99 latency,
     and the mean batch size ours formed.
 
-The model is the shipped compact demo reward model, on the CPU unless --device says cuda. Speech:
+The model is the shipped compact demo reward model (--model compact), or with --model omni-3b a
+random bf16 thinker of Qwen2.5-Omni-3B's shape with a 460-token system prompt
+(bench/reward_realistic.py), built from one seed in each process; on the CPU unless --device says cuda. Speech:
 seeded flite/espeak-ng TTS clips (1–3 s questions and answers). Rounds are interleaved (ours, peer,
 ours, ...); medians of 3 rounds (1 with --quick).
 """
@@ -61,13 +63,35 @@ def _episode_specs(paths: list[str], n: int, seed: int = 0) -> list[dict]:
 
 #: --device: where the reward model runs, here and in the servers this run starts
 _DEVICE = "cpu"
+#: --model: compact (the shipped demo model), omni-3b (a random bf16 thinker of Qwen2.5-Omni-3B's
+#: shape, built in each process from the same seed: bench/reward_realistic.py) or omni-tiny (the
+#: same code on the tiny test sizes, fp32: the CPU rehearsal of the omni-3b path)
+_MODEL = "compact"
+MODELS = ("compact", "omni-3b", "omni-tiny")
 
 
 def _scorer():
-    from sdscore.models.pretrained import default_model_dir
     from sdscore.runtime.reward.episode_scorer import RewardScorer
 
-    return RewardScorer.from_pretrained(default_model_dir(), device=_DEVICE)
+    if _MODEL == "compact":
+        from sdscore.models.pretrained import default_model_dir
+
+        return RewardScorer.from_pretrained(default_model_dir(), device=_DEVICE)
+    import torch
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+    from common import WORDS
+    from reward_realistic import SYSTEM_PROMPT, bpe_tokenizer, omni_model
+    from tiny_reward_models import OMNI_3B_SIZES, TINY_SIZES, build_tiny_sdiareward
+
+    from sdscore.models.loading import load_reward_model
+
+    with tempfile.TemporaryDirectory(prefix="sdscore-bench-serve-") as tmp:
+        ckpt, base = build_tiny_sdiareward(Path(tmp) / "ckpt", Path(tmp) / "base")
+        template_from = load_reward_model(ckpt, base=base)
+    tokenizer = bpe_tokenizer([SYSTEM_PROMPT, " ".join(WORDS)] * 4)
+    sizes, dtype = (OMNI_3B_SIZES, torch.bfloat16) if _MODEL == "omni-3b" else (TINY_SIZES, torch.float32)
+    return RewardScorer(omni_model(sizes, tokenizer, template_from, _DEVICE, dtype), device=_DEVICE)
 
 
 # ---- (a) in process --------------------------------------------------------------------------
@@ -156,7 +180,7 @@ class Server:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", kind,
-                                      "--port", str(self.port), "--device", _DEVICE])
+                                      "--port", str(self.port), "--device", _DEVICE, "--model", _MODEL])
         deadline = time.time() + 180
         while time.time() < deadline:
             try:
@@ -273,9 +297,12 @@ def main() -> None:
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--requests", type=int, default=None, help="episodes / requests per measurement (default 256)")
     p.add_argument("--device", default="cpu", help="where the reward model runs: cpu (default), cuda or cuda:N")
+    p.add_argument("--model", choices=MODELS, default="compact",
+                   help="compact (default), omni-3b (Qwen2.5-Omni-3B-shaped random bf16 thinker, a GPU's work) or "
+                        "omni-tiny (the same path on tiny sizes)")
     args = p.parse_args()
-    global _DEVICE
-    _DEVICE = args.device
+    global _DEVICE, _MODEL
+    _DEVICE, _MODEL = args.device, args.model
     if args.serve:
         _serve(args.serve, args.port)
         return
@@ -287,7 +314,12 @@ def main() -> None:
         specs = _episode_specs(paths, n)
     rows, info = bench_in_process(specs, rounds, callers=64)
     http_rows, lines = bench_http(specs, rounds, levels, time_cap=60 if args.quick else 300)
-    report(f"reward serving: {n} two-turn spoken episodes, compact demo model, {args.device} ({os.cpu_count()} cores), "
+    if args.model != "compact":  # the rows name the model (the compact rows keep their earlier names)
+        for row in rows + http_rows:
+            row.name = f"{args.model}: {row.name}"
+    model = {"compact": "compact demo model", "omni-3b": "Qwen2.5-Omni-3B-shaped random model (bf16)",
+             "omni-tiny": "tiny Qwen2.5-Omni-layout model"}[args.model]
+    report(f"reward serving: {n} two-turn spoken episodes, {model}, {args.device} ({os.cpu_count()} cores), "
            f"median of {rounds} interleaved round(s)", rows + http_rows, False)
     print(f"  (a) max |batched - per-call| score difference {info['max_abs_diff']:.2e}; "
           f"mean batch {info['mean_batch']:.1f}")

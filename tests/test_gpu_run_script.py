@@ -100,7 +100,7 @@ BENCH_STAGES = {  # stage: the arguments its bench gets on the CPU (SDSCORE_GPU_
     "bench-kernels": "bench/kernels.py --quick --json",
     "bench-reward-real": "bench/reward.py --quick --realistic --json",
     "bench-asr": "bench/asr.py --quick --json",
-    "bench-serve": "bench/serve.py --quick --json",
+    "bench-serve": "bench/serve.py --quick --model omni-tiny --requests 32 --json",
     "bench-reward": "bench/reward.py --quick --json",
 }
 

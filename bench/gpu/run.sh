@@ -155,7 +155,9 @@ stage_bench-reward() { bench bench/reward.py --quick; }  # .whl/tts holds the --
 stage_bench-reward-real() { bench bench/reward.py --realistic --quick -- --realistic; }
 # Whisper-large-v3-shaped fp16: 32 files, 24 tokens each, batched vs per-file generate
 stage_bench-asr() { bench bench/asr.py --device cuda; }
-stage_bench-serve() { bench bench/serve.py --device cuda --requests 128 --repeats 1; }
+# the micro-batcher and `sdscore serve` with the 3B-shaped model (each process builds it: ~7 GB bf16)
+stage_bench-serve() { bench bench/serve.py --device cuda --model omni-3b --requests 128 --repeats 1 \
+                        -- --model omni-tiny --requests 32; }
 
 run_one_stage() {  # the body of `run.sh --stage NAME`
   local name="$1"
