@@ -17,6 +17,16 @@ constexpr uint16_t kTagPcm = 0x0001;
 constexpr uint16_t kTagFloat = 0x0003;
 constexpr uint16_t kTagExtensible = 0xFFFE;
 constexpr uint32_t kSizeUnknown = 0xFFFFFFFFu;  // RF64 placeholder / streamed writers
+constexpr uint32_t kSoxPipeSize = 0x7FFFF000u;  // sox writing to a pipe
+constexpr uint32_t kWrappedFloor = 0xFFFFF000u;  // "file size - header" written with size 0: -44 etc.
+
+// A data size that streaming writers put in a header they cannot go back and finish: the samples
+// run to the end of the file. Seen in the wild: 0xFFFFFFFF (ffmpeg to a pipe, RF64 without ds64),
+// 0x7FFFF000 (sox to a pipe), and small negative numbers such as 2^32 - 44 (a writer that stored
+// "file length - header" before it knew the length; one ships in Praat's own test sounds).
+bool is_placeholder_size(uint32_t declared) {
+  return declared == kSoxPipeSize || declared >= kWrappedFloor;
+}
 
 // Bytes 2..15 of the KSDATAFORMAT_SUBTYPE_{PCM,IEEE_FLOAT} GUIDs; bytes 0..1 hold the tag.
 constexpr uint8_t kSubformatGuidTail[14] = {0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80,
@@ -245,12 +255,13 @@ WavInfo parse_wav_prefix(const uint8_t* data, size_t available, uint64_t file_si
       fmt = parse_fmt(data + body, declared, avail, readable, name);
       have_fmt = true;
     } else if (has_id(chunk, "data") && !have_data) {
-      // 0xFFFFFFFF is the "size unknown" placeholder of streaming writers (ffmpeg to a pipe,
-      // RF64 without ds64): the samples run to the end of the file. Any other size is a
-      // promise: one past the end of the file is a truncated file or a header that lies.
-      // (A size of 0 is taken at its word: no samples, as libsndfile reads it.)
-      const bool unknown = declared == kSizeUnknown && !have_ds64;
+      // A placeholder size (is_placeholder_size) that the file does not hold means the samples
+      // run to the end of the file. Any other size is a promise: one past the end of the file is
+      // a truncated file or a header that lies. (A size of 0 is taken at its word: no samples,
+      // as libsndfile reads it.)
       const uint64_t n = declared == kSizeUnknown && have_ds64 ? ds64_data_size : declared;
+      const bool unknown = !(declared == kSizeUnknown && have_ds64) &&
+                           is_placeholder_size(declared) && n > avail;
       if (!unknown && n > avail) {
         fail(name, "truncated or lying header: the data chunk declares " + std::to_string(n) +
                        " bytes but the file holds " + std::to_string(avail) + " after it");

@@ -5,11 +5,14 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 import struct
+import subprocess
 
 import numpy as np
 import pytest
 import soundfile as sf
+import sdscore.audio
 from sdscore import _core
 
 SUBTYPES = ["PCM_U8", "PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE"]
@@ -148,6 +151,35 @@ def test_unknown_data_size_keeps_whole_frames_present():
     np.testing.assert_allclose(got, soundfile_mono(blob)[0], rtol=0, atol=1e-7)
 
 
+@pytest.mark.parametrize("declared", [0x7FFFF000, 0xFFFFFFFF - 43, 0xFFFFF000])
+def test_streaming_placeholder_sizes_run_to_the_end_of_the_file(declared):
+    """sox to a pipe writes 0x7FFFF000; a writer that stored "length - 44" before it knew the length
+    leaves 2^32 - 44 (Praat's own test sound cl_F1_2b_egg.wav): both are read to the end of the file,
+    on the native and the soundfile path."""
+    samples = np.linspace(-0.5, 0.5, 40)
+    blob = wav(GOOD_FMT, chunk(b"data", pcm16(samples), declared=declared), riff_size=declared)
+    got, _ = _core.decode_wav(blob)
+    np.testing.assert_array_equal(got, np.round(samples * 32767).astype(np.float32) / 32768)
+
+
+def test_a_wav_that_sox_streamed_to_a_pipe_loads_on_every_backend(tmp_path):
+    """End to end on a real streamed file: `sox ... -t wav - | cat > f.wav` (header size 0x7FFFF000)."""
+    sox = shutil.which("sox")
+    if sox is None:
+        pytest.skip("sox is not installed (make system-deps installs it)")
+    path = tmp_path / "piped.wav"
+    piped = subprocess.run([sox, "-n", "-r", "16000", "-b", "16", "-t", "wav", "-", "synth", "0.25", "sine", "440"],
+                           stdout=subprocess.PIPE, check=True)  # a pipe: sox cannot go back to the header
+    path.write_bytes(piped.stdout)
+    assert struct.unpack("<I", path.read_bytes()[-8000 - 4:-8000])[0] == 0x7FFFF000  # the data header
+    reference, rate = sf.read(path, dtype="float32")
+    assert rate == 16000 and reference.shape == (4000,)
+    for backend in ("native", "soundfile"):
+        got = sdscore.audio.load_many([str(path)], 16000, backend=backend)
+        assert got.errors == [None], backend
+        np.testing.assert_allclose(got.data, reference, rtol=0, atol=1e-6)
+
+
 def test_rf64_with_ds64_data_size():
     samples = np.linspace(-0.5, 0.5, 64)
     data = pcm16(samples)
@@ -227,8 +259,8 @@ BAD_INPUTS = {
         "truncated or lying header: the data chunk declares 10000 bytes but the file holds 60 after it",
     ),
     "lying_data_size": (
-        wav(GOOD_FMT, chunk(b"data", pcm16(np.zeros(8)), declared=0x7FFFF000)),
-        "truncated or lying header: the data chunk declares 2147479552 bytes but the file holds 16 after it",
+        wav(GOOD_FMT, chunk(b"data", pcm16(np.zeros(8)), declared=0x7FFFEFFE)),
+        "truncated or lying header: the data chunk declares 2147479550 bytes but the file holds 16 after it",
     ),
     "ds64_beyond_file": (
         wav(chunk(b"ds64", struct.pack("<QQQI", 0, 1 << 40, 0, 0)), GOOD_FMT,

@@ -25,6 +25,13 @@ def open_error(path: str, exc: Exception) -> AudioError:
 
 
 _UNKNOWN_SIZE = 0xFFFFFFFF
+_SOX_PIPE_SIZE = 0x7FFFF000  # sox writing to a pipe
+_WRAPPED_FLOOR = 0xFFFFF000  # "file length - header" stored before the length was known: 2^32 - 44 ...
+
+
+def _is_placeholder_size(declared: int) -> bool:
+    """A size streaming writers leave in a header they cannot finish (csrc/wav_decoder.cpp)."""
+    return declared == _SOX_PIPE_SIZE or declared >= _WRAPPED_FLOOR
 _MAX_CHUNKS = 4096  # chunks walked before the data chunk (real files have a handful)
 
 
@@ -32,7 +39,8 @@ def check_wav_data_size(path: str) -> None:
     """AudioError when a RIFF/RF64 WAV's data chunk declares more bytes than the file holds (a
     truncated file or a header that lies; libsndfile reads what is there without a word), or 0
     bytes with samples after it; the same rule as the native decoder (csrc/wav_decoder.cpp).
-    0xFFFFFFFF without a ds64 size is the streaming writers' "size unknown": to the end of the file."""
+    A placeholder size that the file does not hold (0xFFFFFFFF without ds64, sox's 0x7FFFF000 for
+    pipes, 2^32 - header) is the streaming writers' "size unknown": to the end of the file."""
     try:
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
@@ -51,8 +59,9 @@ def check_wav_data_size(path: str) -> None:
                     fields = handle.read(24)
                     ds64_size = int.from_bytes(fields[8:16], "little") if len(fields) == 24 else None
                 elif header[:4] == b"data":
-                    unknown = declared == _UNKNOWN_SIZE and ds64_size is None
-                    n = ds64_size if declared == _UNKNOWN_SIZE and ds64_size is not None else declared
+                    from_ds64 = declared == _UNKNOWN_SIZE and ds64_size is not None
+                    n = ds64_size if from_ds64 else declared
+                    unknown = not from_ds64 and _is_placeholder_size(declared) and n > avail
                     if not unknown and n > avail:
                         raise AudioError(f"{path}: truncated or lying header: the data chunk declares {n} bytes "
                                          f"but the file holds {avail} after it")
