@@ -9,6 +9,7 @@ from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS, MAX_AUDIO_SECONDS_HE
 from sdscore.llm_judges.cli_types import positive_seconds
 from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S
 from sdscore.protocols.judge.blueprint_view import check_groups
+from sdscore.protocols.judge.scorer import PITCH_TRACKERS
 from sdscore.protocols.mode_options import refuse_other_modes_options
 
 #: options only the LLM judge reads (the rule judge would ignore them)
@@ -37,6 +38,10 @@ def add_score_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                         help=f"LLM judge: deadline per HTTP attempt, from sending to the whole reply; one "
                              f"past it is retried with backoff (default {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument("--pitch", choices=PITCH_TRACKERS, default="yin",
+                        help="blueprint pitch tracker: yin = batched YIN with Praat's 75-600 Hz band and voicing "
+                             "rule (median F0 checked against Praat on real voices); aubio = the TRACE authors' "
+                             "tracker (aubio yin, 80-300 Hz, confidence >= 0.8), for blueprint fidelity")
     parser.add_argument("--max-audio-seconds", type=float, default=DEFAULT_MAX_AUDIO_SECONDS,
                         help=MAX_AUDIO_SECONDS_HELP)
 
@@ -47,4 +52,4 @@ def score_settings(args: argparse.Namespace) -> dict:
             "mode": args.mode, "prompt_file": args.prompt_file, "instruction_source": args.instruction_source,
             "labels": args.labels, "drop_groups": list(check_groups(args.drop_group)),
             "concurrency": args.concurrency, "cache_dir": args.cache_dir, "timeout_s": args.timeout,
-            "max_audio_seconds": args.max_audio_seconds}
+            "max_audio_seconds": args.max_audio_seconds, "pitch": args.pitch}
