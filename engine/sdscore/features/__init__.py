@@ -1,12 +1,14 @@
-"""Feature extractors that turn loaded audio into per-item columns (speaker embeddings, ...)."""
+"""Feature extractors that turn loaded audio into per-item columns (speaker embeddings, ...), batched
+acoustic extractors behind one call, and TRACE's blueprint (judge protocol).
 
-from sdscore.features.cache import ContentCache
-from sdscore.features.speaker import EMBEDDERS, SpeakerEmbedder
+Names are imported from their modules on first use (lazy_exports): `sdscore.features.cache` alone
+does not load the extractors."""
 
-__all__ = ["EMBEDDERS", "ContentCache", "SpeakerEmbedder"]
+from sdscore.lazy_exports import lazy_exports
 
-# Batched acoustic extractors behind one call, and TRACE's blueprint (judge protocol).
-from sdscore.features.blueprint import BlueprintBuilder, build_blueprints  # noqa: E402
-from sdscore.features.extract import REGISTRY, Extractor, extract, make_extractor  # noqa: E402
-
-__all__ += ["REGISTRY", "BlueprintBuilder", "Extractor", "build_blueprints", "extract", "make_extractor"]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".cache": ("ContentCache",),
+    ".speaker": ("EMBEDDERS", "SpeakerEmbedder"),
+    ".blueprint": ("BlueprintBuilder", "build_blueprints"),
+    ".extract": ("REGISTRY", "Extractor", "extract", "make_extractor"),
+})

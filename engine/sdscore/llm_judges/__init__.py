@@ -2,10 +2,12 @@
 cost, deadlines, key redaction), audio requests as input_audio parts, reply parsers and prompt files.
 
 Protocols that ask a model for a verdict (judge, consistency, ...) build on this package; they never
-import each other.
+import each other. Names are imported from their modules on first use (lazy_exports).
 """
 
-from sdscore.llm_judges.client import ChatClient, ChatResult, Price, RetryPolicy, Totals, Usage
-from sdscore.llm_judges.reply_error import ReplyError
+from sdscore.lazy_exports import lazy_exports
 
-__all__ = ["ChatClient", "ChatResult", "Price", "ReplyError", "RetryPolicy", "Totals", "Usage"]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".client": ("ChatClient", "ChatResult", "Price", "RetryPolicy", "Totals", "Usage"),
+    ".reply_error": ("ReplyError",),
+})

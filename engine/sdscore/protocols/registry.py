@@ -12,10 +12,11 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sdscore.progress import Progress
-from sdscore.runtime.run import RunSummary, score_manifest
+if TYPE_CHECKING:  # the runtime (torch, polars) is imported when a protocol scores, not to build the CLI
+    from sdscore.progress import Progress
+    from sdscore.runtime.run import RunSummary
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,8 @@ def score(
     **settings: Any,
 ) -> RunSummary:
     """Score a manifest with protocol `name` (settings: its Scorer's) on the runtime; see score_manifest."""
+    from sdscore.runtime.run import score_manifest
+
     job = protocol(name).scoring_job(**settings)
     return score_manifest(job, manifest, out, executor=executor, workers=workers, ray_address=ray_address,
                           resume=resume, window_rows=window_rows, executor_options=executor_options,

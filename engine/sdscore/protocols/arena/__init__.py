@@ -6,6 +6,9 @@ run on the battles' audio in both orders (options.py, judge_prompt.py + prompts/
 judge_battles.py: its results read back as battles; answer_lengths.py: answer durations from audio.
 """
 
-from sdscore.protocols.arena.evaluation import evaluate_arena, evaluate_files, run_eval, scoring_job
+from sdscore.lazy_exports import lazy_exports
 
-__all__ = ["evaluate_arena", "evaluate_files", "run_eval", "scoring_job"]
+# imported on first use, so reading the protocol's CLI options loads no model code
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".evaluation": ("evaluate_arena", "evaluate_files", "run_eval", "scoring_job"),
+})

@@ -32,10 +32,10 @@ from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S, Price, judge_client
 from sdscore.llm_judges.pair_preference import FIRST, SECOND, parse_preference
 from sdscore.llm_judges.reply_error import ReplyError
 from sdscore.llm_judges.scoring_jobs import judge_job
+from sdscore.protocols.arena.choices import ORDERS
 from sdscore.protocols.arena.judge_prompt import load_arena_prompt
 from sdscore.runtime.scorer import ScoringJob
 
-ORDERS = ("both", "shown", "random")
 AB, BA = "ab", "ba"
 #: one output row per battle
 RESULTS = pl.Schema({

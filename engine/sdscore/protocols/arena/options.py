@@ -16,7 +16,7 @@ from sdscore.llm_judges.audio_request import (
 )
 from sdscore.llm_judges.cli_types import positive_seconds
 from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S
-from sdscore.protocols.arena.audio_judge import ORDERS
+from sdscore.protocols.arena.choices import ORDERS
 from sdscore.protocols.mode_options import refuse_other_modes_options
 
 

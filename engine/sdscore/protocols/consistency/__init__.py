@@ -1,46 +1,17 @@
 """consistency (SpeakerSleuth): is a speaker's voice the same across their turns — embedding methods
-and LALM judges, evaluated with the same metrics."""
+and LALM judges, evaluated with the same metrics.
 
-from sdscore.protocols.consistency.evaluation import (
-    compare_runs,
-    evaluate_consistency,
-    evaluate_files,
-    format_table,
-    option_summary,
-    run_eval,
-)
-from sdscore.protocols.consistency.jobs import scoring_job
-from sdscore.protocols.consistency.lalm_judge import LalmConsistencyJudge
-from sdscore.protocols.consistency.lalm_prompts import load_consistency_prompt
-from sdscore.protocols.consistency.protocol import (
-    METHODS,
-    RESULTS,
-    SWEEP,
-    ConsistencyScorer,
-    check_method,
-    flag_turns,
-    prepare_consistency,
-    score_consistency,
-    sweep_thresholds,
-)
+Names are imported from their modules on first use (lazy_exports), so reading the protocol's CLI
+options loads no model code."""
 
-__all__ = [
-    "METHODS",
-    "RESULTS",
-    "SWEEP",
-    "ConsistencyScorer",
-    "LalmConsistencyJudge",
-    "check_method",
-    "compare_runs",
-    "evaluate_consistency",
-    "evaluate_files",
-    "format_table",
-    "load_consistency_prompt",
-    "option_summary",
-    "prepare_consistency",
-    "run_eval",
-    "score_consistency",
-    "scoring_job",
-    "sweep_thresholds",
-    "flag_turns",
-]
+from sdscore.lazy_exports import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".evaluation": ("compare_runs", "evaluate_consistency", "evaluate_files", "format_table", "option_summary",
+                    "run_eval"),
+    ".jobs": ("scoring_job",),
+    ".lalm_judge": ("LalmConsistencyJudge",),
+    ".lalm_prompts": ("load_consistency_prompt",),
+    ".protocol": ("METHODS", "RESULTS", "SWEEP", "ConsistencyScorer", "check_method", "flag_turns",
+                  "prepare_consistency", "score_consistency", "sweep_thresholds"),
+})

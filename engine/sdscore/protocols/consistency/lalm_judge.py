@@ -33,10 +33,9 @@ from sdscore.llm_judges.audio_request import DEFAULT_AUDIO_RATE, DEFAULT_MAX_REQ
 from sdscore.llm_judges.client import ChatClient
 from sdscore.llm_judges.reply_error import ReplyError
 from sdscore.progress import Progress
+from sdscore.protocols.consistency.choices import LALM_TASKS, PERMUTATIONS
 from sdscore.protocols.consistency.lalm_prompts import ConsistencyPrompt, family_of, load_consistency_prompt
 
-LALM_TASKS = ("auto", "detection", "localization", "discrimination", "ranking")
-PERMUTATIONS = ("one", "all")
 #: most orders `permutations="all"` asks per row (5 candidates: 120)
 MAX_ORDERS = 120
 _ROW_TASKS = {"detection": ("detection", "localization"), "discrimination": ("discrimination", "ranking")}

@@ -16,8 +16,7 @@ from sdscore.llm_judges.audio_request import (
 )
 from sdscore.llm_judges.cli_types import positive_seconds
 from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S
-from sdscore.protocols.consistency.lalm_judge import LALM_TASKS, PERMUTATIONS
-from sdscore.protocols.consistency.protocol import METHODS
+from sdscore.protocols.consistency.choices import LALM_TASKS, METHODS, PERMUTATIONS
 from sdscore.protocols.mode_options import refuse_other_modes_options
 
 #: options of one --judge only (the other would ignore them)

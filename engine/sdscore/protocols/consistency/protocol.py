@@ -29,11 +29,8 @@ from sdscore.metrics.consistency import (
     localization_summary,
 )
 from sdscore.progress import Progress
+from sdscore.protocols.consistency.choices import METHODS
 
-#: Default threshold per method (SpeakerSleuth §5.1). "centroid" averages unit-normalised embeddings
-#: (so its discrimination equals pairwise's, as in the paper's Table 2); "centroid-raw" averages the
-#: raw embeddings, so turns with larger embedding norms pull it (this package's behaviour before).
-METHODS = {"pairwise": 0.4, "centroid": 0.3, "centroid-raw": 0.3, "reference": 0.4}
 #: the kernels' output each method reads
 _KERNEL_OUTPUT = {"pairwise": "pairwise", "centroid": "centroid", "centroid-raw": "centroid", "reference": "reference"}
 #: Thresholds of the sensitivity sweep (SpeakerSleuth Appendix B.2).

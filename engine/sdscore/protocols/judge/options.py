@@ -9,7 +9,7 @@ from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS, MAX_AUDIO_SECONDS_HE
 from sdscore.llm_judges.cli_types import positive_seconds
 from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S
 from sdscore.protocols.judge.blueprint_view import check_groups
-from sdscore.protocols.judge.scorer import PITCH_TRACKERS
+from sdscore.protocols.judge.choices import PITCH_TRACKERS
 from sdscore.protocols.mode_options import refuse_other_modes_options
 
 #: options only the LLM judge reads (the rule judge would ignore them)

@@ -13,6 +13,7 @@ import polars as pl
 from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
 from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S, Price, base_url_from_env
 from sdscore.protocols.judge.blueprint_view import check_groups
+from sdscore.protocols.judge.choices import PITCH_TRACKERS
 from sdscore.protocols.judge.llm_judge import LLMJudge
 from sdscore.protocols.judge.protocol import (
     blueprint_paths,
@@ -21,11 +22,6 @@ from sdscore.protocols.judge.protocol import (
     score_judge,
 )
 from sdscore.runtime.scorer import ScoringJob
-
-
-#: the blueprints' pitch trackers (BlueprintBuilder's ``pitch``; its PITCH_METHODS, named here so that the
-#: options parse without importing the feature stack)
-PITCH_TRACKERS = ("aubio", "yin")
 
 
 def check_pitch(pitch: str) -> None:

@@ -5,8 +5,13 @@ selection → score → evaluate.
 its columns; evaluation.py computes Table III per system from them.
 """
 
-from sdscore.protocols.naturalness.results import HUMAN_SYSTEM, RESULTS
-from sdscore.protocols.naturalness.scorer import NaturalnessScorer, scoring_job
+from sdscore.lazy_exports import lazy_exports
+
+# imported on first use, so reading the protocol's CLI options loads no model code
+__getattr__, __dir__, _ = lazy_exports(__name__, {
+    ".results": ("HUMAN_SYSTEM", "RESULTS"),
+    ".scorer": ("NaturalnessScorer", "scoring_job"),
+})
 
 
 def evaluate_files(results, out_json, *, plot=None, seed: int = 0) -> dict:

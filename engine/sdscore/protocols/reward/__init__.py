@@ -1,24 +1,12 @@
-"""reward (SDiaReward / ESDR-Bench): score preference pairs with a reward model, evaluate, train."""
+"""reward (SDiaReward / ESDR-Bench): score preference pairs with a reward model, evaluate, train.
 
-from sdscore.protocols.reward.evaluation import MARGIN_EDGES, evaluate_files, evaluate_reward, run_eval
-from sdscore.protocols.reward.scoring import (
-    DEFAULT_SUBSET,
-    POOLED_COLUMNS,
-    RESULT_SCHEMA,
-    RewardPairsScorer,
-    score_pairs_frame,
-    scoring_job,
-)
+Names are imported from their modules on first use (lazy_exports), so reading the protocol's CLI
+options loads no model code."""
 
-__all__ = [
-    "DEFAULT_SUBSET",
-    "MARGIN_EDGES",
-    "POOLED_COLUMNS",
-    "RESULT_SCHEMA",
-    "RewardPairsScorer",
-    "evaluate_files",
-    "evaluate_reward",
-    "run_eval",
-    "score_pairs_frame",
-    "scoring_job",
-]
+from sdscore.lazy_exports import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".evaluation": ("MARGIN_EDGES", "evaluate_files", "evaluate_reward", "run_eval"),
+    ".scoring": ("DEFAULT_SUBSET", "POOLED_COLUMNS", "RESULT_SCHEMA", "RewardPairsScorer", "score_pairs_frame",
+                 "scoring_job"),
+})
