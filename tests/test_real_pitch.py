@@ -115,10 +115,6 @@ def test_the_split_is_by_speaker_and_the_held_out_half_is_varied():
     assert {"female", "male"} <= {r["sex"].split()[0] for r in held}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "goal not met (measured): 23 of 28 held-out files (82 %) within 3 % of Praat; misses "
-    "asterisk_it_m_carlo_1/2 (+5.4 %, +5.1 %), codec2_m (+3.7 %), ktuberling_en (-4.2 %), "
-    "ktuberling_ga (-6.5 %); strict, so it fails once it passes"))
 def test_held_out_median_f0_within_three_percent_of_praat_end_to_end():
     rows = figures("held_out")
     assert not [r for r in rows if r["error"]], "every held-out file loads"
@@ -128,9 +124,9 @@ def test_held_out_median_f0_within_three_percent_of_praat_end_to_end():
 
 
 def test_praat_voicing_rule_is_what_brings_tuning_files_in():
-    """The same tracker with the Praat voicing rule off (YIN confidence alone) misses more tuning
-    clips of voices/ (klettres_da reads +3.2 %); with it on, only ktuberling_da misses (-34 %: 40
-    voiced Praat frames, a quarter of them near 545 Hz, where we keep 8 frames near 131 Hz)."""
+    """The same tracker with the Praat voicing rule off misses more tuning clips of voices/
+    (klettres_da among them); with it on, only ktuberling_da misses (-24 %: 40 voiced Praat
+    frames, a quarter of them near 545 Hz, which Praat's path keeps and we do not)."""
     paths = [p for p in halves()["tuning"] if p.parent == VOICES]
     batch = load_many([str(p) for p in paths], sample_rate=RATE)
     refs = [praat_median(p) for p in paths]

@@ -28,7 +28,7 @@ from sdscore.features.extract import (
 )
 
 SAMPLE_RATE = 16000
-CACHE_VERSION = "blueprint-features-3"  # 2: loudness at the file's own rate; 3: pitch 75-600 Hz, Praat voicing
+CACHE_VERSION = "blueprint-features-4"  # 2: loudness at the file's own rate; 3: pitch 75-600 Hz, Praat voicing; 4: Praat periodicity, no YIN confidence filter
 #: ``pitch`` option -> extractor: our batched YIN (Praat's band and voicing rule) or TRACE's own tracker
 PITCH_METHODS = {"yin": "pitch", "aubio": "pitch_aubio"}
 CACHE_NAMESPACE = "blueprint"
