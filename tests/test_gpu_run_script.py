@@ -19,8 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "gpu" / "run.sh"
-STAGES = ["env", "wheels", "build", "tests", "bench-kernels", "bench-reward-real", "bench-asr", "bench-serve",
-          "bench-reward"]
+STAGES = ["env", "wheels", "build", "tests", "bench-kernels", "bench-reward-real", "bench-reward-paths", "bench-asr",
+          "bench-serve", "bench-reward"]
 LINE = re.compile(r"^STAGE (\S+) (ok|skipped|failed|timeout) (\d+\.\d) (.*)$")
 
 
@@ -99,6 +99,7 @@ def test_an_outdir_with_earlier_results_is_refused(tmp_path):
 BENCH_STAGES = {  # stage: the arguments its bench gets on the CPU (SDSCORE_GPU_RUN_CPU_BENCHES=1)
     "bench-kernels": "bench/kernels.py --quick --json",
     "bench-reward-real": "bench/reward.py --quick --realistic --json",
+    "bench-reward-paths": "bench/reward.py --quick --paths --json",
     "bench-asr": "bench/asr.py --quick --json",
     "bench-serve": "bench/serve.py --quick --model omni-tiny --requests 32 --json",
     "bench-reward": "bench/reward.py --quick --json",

@@ -22,14 +22,17 @@ set -u
 
 # the benches in the order of what the issue's goals need most: a stage that finds too little of the
 # total left is cut short (or skipped), so the superseded short-clip reward rows come last
-STAGES=(env wheels build tests bench-kernels bench-reward-real bench-asr bench-serve bench-reward)
+STAGES=(env wheels build tests bench-kernels bench-reward-real bench-reward-paths bench-asr bench-serve bench-reward)
 declare -A BUDGET=([env]=45 [wheels]=90 [build]=180 [tests]=200 [bench-kernels]=90 [bench-reward-real]=170
-                   [bench-asr]=100 [bench-serve]=150 [bench-reward]=240)
+                   [bench-reward-paths]=90 [bench-asr]=100 [bench-serve]=150 [bench-reward]=240)
 # the CUDA tests: the kernel parity files and every file with a CUDA-only test
 TEST_FILES=(tests/test_kernels_pooling.py tests/test_kernels_similarity.py tests/test_kernels_gelu.py
             tests/test_kernels_span_attention.py tests/test_models_packed_attention.py
             tests/test_models_compact.py tests/test_runtime_batching_tokens.py
-            tests/test_models_whisper_log_mel.py tests/test_models_qwen_audio_tower.py)
+            tests/test_models_whisper_log_mel.py tests/test_models_qwen_audio_tower.py
+            tests/test_kernels_decoder.py tests/test_models_fused_decoder.py
+            tests/test_models_prefix_continuation.py tests/test_torch_resampler.py
+            tests/test_reward_device_waveforms.py)
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 PY="${PYTHON:-python3}"
@@ -153,6 +156,8 @@ stage_bench-kernels() { bench bench/kernels.py; }
 stage_bench-reward() { bench bench/reward.py --quick; }  # .whl/tts holds the --quick clips
 # 3B- and 7B-shaped bf16 thinkers, 30-s and mixed 2-30 s clips (4 pairs each), a 460-token prompt
 stage_bench-reward-real() { bench bench/reward.py --realistic --quick -- --realistic; }
+# varlen vs padded prefix continuation, fused vs unfused decoder (tiny, small fp32, 3B-shaped bf16)
+stage_bench-reward-paths() { bench bench/reward.py --paths --quick -- --paths; }
 # Whisper-large-v3-shaped fp16: 32 files, 24 tokens each, batched vs per-file generate
 stage_bench-asr() { bench bench/asr.py --device cuda; }
 # the micro-batcher and `sdscore serve` with the 3B-shaped model (each process builds it: ~7 GB bf16)
