@@ -7,6 +7,7 @@ from sdscore.lazy_exports import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".evaluation": ("MARGIN_EDGES", "evaluate_files", "evaluate_reward", "run_eval"),
-    ".scoring": ("DEFAULT_SUBSET", "POOLED_COLUMNS", "RESULT_SCHEMA", "RewardPairsScorer", "score_pairs_frame",
-                 "scoring_job"),
+    ".jobs": ("scoring_job",),
+    ".results": ("DEFAULT_SUBSET", "POOLED_COLUMNS", "RESULT_SCHEMA"),
+    ".scoring": ("RewardPairsScorer", "score_pairs_frame"),
 })

@@ -6,7 +6,7 @@ under the pair's criterion (modality or colloquialness, audio_judge_prompts), fo
 orders="both" (default) asks twice, chosen shown first and then rejected shown first;
 orders="shown" asks once, in an order drawn per pair from (seed, pair_id) and recorded.
 
-The results are the reward results (scoring.RESULT_SCHEMA), so `sdscore eval reward` reads them
+The results are the reward results (results.RESULT_SCHEMA), so `sdscore eval reward` reads them
 unchanged: chosen_reward / rejected_reward are the share of orders whose answer picked that
 episode. Both orders agreeing on the chosen episode give 1 / 0 (correct), on the rejected one 0 / 1
 (wrong); orders that disagree (a position-inconsistent judge) give 0.5 / 0.5, a tie, which SDiaReward's
@@ -38,7 +38,7 @@ from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S, ChatClient, Price, judg
 from sdscore.llm_judges.reply_error import ReplyError
 from sdscore.protocols.reward.audio_judge_answers import parse_dialogue_choice
 from sdscore.protocols.reward.audio_judge_prompts import PairPrompt, load_pair_prompt
-from sdscore.protocols.reward.scoring import DEFAULT_SUBSET, RESULT_SCHEMA
+from sdscore.protocols.reward.results import DEFAULT_SUBSET, RESULT_SCHEMA
 
 ORDERS = ("both", "shown")
 SIDES = ("chosen", "rejected")

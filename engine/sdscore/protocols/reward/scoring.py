@@ -1,45 +1,20 @@
 """reward scoring: preference pairs → rewards of both episodes, as one results row per pair.
 
-Results hold one row per pair: pair_id, criterion, subset, category, source, chosen_reward,
-rejected_reward, margin (= chosen − rejected), correct, error, warning (e.g. a clip the model cut to
-its window; the pair is scored), and optionally the pooled states
-chosen_pooled / rejected_pooled (so a new head can be fitted without re-running the backbone).
-Any scorer that writes these columns can be evaluated. `RewardPairsScorer` is the protocol's
-Scorer (runtime/scorer.py): the runtime streams the manifest through it; with judge="openai" the
-job runs audio_judge.RewardAudioJudgeScorer (an audio LLM's pairwise choice) instead.
+The rows have results.py's columns. `RewardPairsScorer` is the protocol's Scorer (runtime/scorer.py):
+the runtime streams the manifest through it; jobs.py's `scoring_job` chooses it, or with
+judge="openai" audio_judge.RewardAudioJudgeScorer (an audio LLM's pairwise choice).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import numpy as np
 import polars as pl
 
 from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
 from sdscore.progress import Progress
-from sdscore.runtime.scorer import ScoringJob
-
-#: Columns of a results file, in order (pooled columns only when asked for).
-RESULT_SCHEMA = pl.Schema(
-    {
-        "pair_id": pl.String,
-        "criterion": pl.String,
-        "subset": pl.String,
-        "category": pl.String,
-        "source": pl.String,
-        "chosen_reward": pl.Float64,
-        "rejected_reward": pl.Float64,
-        "margin": pl.Float64,
-        "correct": pl.Boolean,
-        "error": pl.String,
-        "warning": pl.String,
-    }
-)
-POOLED_COLUMNS = ("chosen_pooled", "rejected_pooled")
-#: subset name of a pair whose manifest row has none, per criterion
-DEFAULT_SUBSET = {"modality": "modality", "colloquialness": "colloquial"}
+from sdscore.protocols.reward.results import DEFAULT_SUBSET, POOLED_COLUMNS, RESULT_SCHEMA
 
 
 def _results_frame(pairs: pl.DataFrame, chosen: np.ndarray, rejected: np.ndarray, errors: list[str | None],
@@ -138,33 +113,3 @@ class RewardPairsScorer:
 
     def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
         return score_pairs_frame(rows, self.scorer, self.store_pooled)
-
-
-def scoring_job(**settings: Any) -> ScoringJob:
-    """The ScoringJob of `sdscore score reward` (settings: RewardPairsScorer's, or with judge="openai"
-    RewardAudioJudgeScorer's, the zero-shot audio-LLM baseline)."""
-    from sdscore.checkpoint_files import resolve_device
-    from sdscore.models.pretrained import default_model_dir
-
-    settings = {k: v for k, v in settings.items() if v is not None}
-    judge = settings.pop("judge", "reward-model")
-    if judge == "openai":
-        return _audio_judge_job(settings)
-    if judge != "reward-model":
-        raise ValueError(f"unknown reward judge {judge!r}; expected 'reward-model' or 'openai'")
-    resolve_device(settings.get("device", "auto"))  # a device that is not there stops the run before any work
-    settings["model"] = os.path.abspath(settings.get("model") or default_model_dir())
-    for name in ("base", "system_prompt"):
-        if name in settings:
-            settings[name] = os.path.abspath(settings[name])
-    # how the work is batched changes no score (tested within 1e-5): a resumed run may differ in it
-    return ScoringJob("reward", RewardPairsScorer, settings, volatile=("num_threads", "share_prefixes"),
-                      model_dir=settings["model"])
-
-
-def _audio_judge_job(settings: dict[str, Any]) -> ScoringJob:
-    """The job of the audio-LLM judge; built once here so that a usage error stops the run before any pair."""
-    from sdscore.llm_judges.scoring_jobs import judge_job
-    from sdscore.protocols.reward.audio_judge import RewardAudioJudgeScorer
-
-    return judge_job("reward", RewardAudioJudgeScorer, settings)

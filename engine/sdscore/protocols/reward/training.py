@@ -18,7 +18,7 @@ import polars as pl
 from sdscore.corpus import read_manifest
 from sdscore.errors import ManifestError
 from sdscore.progress import Progress
-from sdscore.protocols.reward.scoring import POOLED_COLUMNS
+from sdscore.protocols.reward.results import POOLED_COLUMNS
 
 
 def _valid_pairs(path: str | os.PathLike, progress: Progress | None) -> pl.DataFrame:
