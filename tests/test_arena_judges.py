@@ -110,7 +110,8 @@ def test_eval_arena_cli_judge_options(tmp_path):
 
 
 def test_report_shows_the_judges_table(tmp_path):
-    from sdscore.report.html import protocol_section, render_report
+    from sdscore.report.html import render_report
+    from sdscore.report_document import protocol_section
 
     battles = _battles(ROWS)
     battles.write_parquet(tmp_path / "battles.parquet")

@@ -286,7 +286,7 @@ def test_cli_score_then_eval_rates_the_judge_beside_the_humans(clips, tmp_path):
 
 
 def test_report_reads_judge_results_with_failed_rows_as_battles(clips, tmp_path):
-    from sdscore.report.html.document import _read_results
+    from sdscore.report_document import _read_results
 
     frame = pl.concat([_battles(clips, PAIRS[:2]), _battles(clips, [("p9", "loud", "mid")], audio=False)])
     with ArenaJudgeServer("loud") as server:

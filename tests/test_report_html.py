@@ -20,8 +20,9 @@ import polars as pl
 import pytest
 from sdscore.cli import main
 from sdscore.corpus import read_manifest
-from sdscore.report.html import AudioEmbedder, protocol_section, render_report
+from sdscore.report.html import AudioEmbedder, render_report
 from sdscore.report.html.elements import format_value, lookup
+from sdscore.report_document import protocol_section
 
 CHROMIUM = "/usr/bin/chromium"
 #: Text that would run script if any data reached the page unescaped.

@@ -217,12 +217,8 @@ def write_demo_report(out: str | os.PathLike, stages: list[dict] | None = None, 
                       progress: Progress = no_progress) -> Path:
     """One HTML report of a demo folder (out/report.html), a section per protocol stage; callable on an
     existing demo folder (stages: demo.json's, read from there when not given)."""
-    from sdscore.report.html import (
-        AudioEmbedder,
-        protocol_section,
-        read_metrics,
-        write_report,
-    )
+    from sdscore.report.html import AudioEmbedder, read_metrics, write_report
+    from sdscore.report_document import protocol_section
 
     out = Path(out)
     if stages is None:

@@ -31,7 +31,7 @@ def add_audio_options(parser: argparse.ArgumentParser) -> None:
 def write_protocol_report(protocol: str, results: list[Path], metrics: Path, out: Path, args: argparse.Namespace,
                           manifest: Path | None = None) -> Path:
     """The report of one evaluation, with the audio limits of `args`; prints where it went."""
-    from sdscore.report.html import report_files
+    from sdscore.report_document import report_files
 
     path = report_files(protocol, results, metrics, out, manifest=manifest,
                         clip_limit=int(args.audio_clip_mb * 2**20), report_limit=int(args.audio_total_mb * 2**20))

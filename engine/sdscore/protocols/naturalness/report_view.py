@@ -9,6 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
+from sdscore.protocols.naturalness.evaluation import TABLE_COLUMNS
 from sdscore.report.html.elements import Figure, Note, Table, format_value, metric, text
 from sdscore.report.html.embedding import png_file_uri
 from sdscore.report.html.items import extreme_items, failed_items
@@ -61,8 +62,6 @@ def _figure_blocks(listed: dict, paths: dict[str, Path]) -> list:
 
 
 def build(ctx: ViewContext) -> tuple[Table, list]:
-    from sdscore.protocols.naturalness.evaluation import TABLE_COLUMNS
-
     m, s = ctx.metrics, ctx.source
     systems = list(m.get("systems", {}))
     rows = [[text(name), metric(s, m, ("systems", name, "n_rows")), metric(s, m, ("systems", name, "n_errors")),
