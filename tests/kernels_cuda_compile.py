@@ -2,7 +2,7 @@
 
 Run by the kernel tests in a subprocess without TRITON_INTERPRET, so the GPU code path (not
 only the interpreter) is checked on CPU-only machines: ptxas ships inside the triton wheel.
-Usage: python kernels_cuda_compile.py pooling|similarity. Exit 0: all compiled; 77: this triton
+Usage: python kernels_cuda_compile.py pooling|similarity|decoder. Exit 0: all compiled; 77: this triton
 has no ahead-of-time API to drive.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-INPUTS = {"x_ptr", "w_ptr", "out_ptr", "emb_ptr", "ref_ptr", "cand_ptr"}
+INPUTS = {"x_ptr", "w_ptr", "out_ptr", "emb_ptr", "ref_ptr", "cand_ptr", "gu_ptr", "cos_ptr", "sin_ptr"}
 
 
 def signature(fn, dtype: str) -> dict[str, str]:
@@ -45,6 +45,14 @@ def configs(module: str):
                 consts = {"PACKED": packed, "BLOCK_L": block_l, "BLOCK_H": block_h}
                 yield pt._attention_pool_kernel, consts, pt._num_warps(block_l, block_h), dtype
         yield pt._softmax_combine_kernel, {"BLOCK_S": 8, "BLOCK_H": 256}, 4, "fp16"
+    elif module == "decoder":
+        from sdscore.kernels import decoder_triton as dt
+
+        # the 7B thinker's widths: hidden 3584 (RMSNorm block 4096, 16 warps), head dim 128
+        for dtype in ("bf16", "fp16", "fp32"):
+            yield dt._rms_norm_kernel, {"BLOCK_H": 4096}, 16, dtype
+            yield dt._silu_mul_kernel, {"BLOCK": dt.MAX_BLOCK}, 4, dtype
+            yield dt._rotary_kernel, {"BLOCK": 64}, 4, dtype
     else:
         from sdscore.kernels import similarity_triton as st
 

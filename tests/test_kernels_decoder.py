@@ -156,3 +156,19 @@ def test_triton_refuses_what_it_cannot_run_and_auto_falls_back():
         kernels.rms_norm(grad, torch.ones(4, device=DEVICE), 1e-6, impl="triton")
     kernels.rms_norm(grad, torch.ones(4, device=DEVICE), 1e-6).sum().backward()  # auto: the reference, differentiable
     assert grad.grad is not None
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton not installed")
+def test_kernels_compile_for_a_cuda_gpu():
+    """The GPU code path, not only the interpreter's, builds for sm_90 (ptxas ships with triton)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    script = Path(__file__).with_name("kernels_cuda_compile.py")
+    done = subprocess.run([sys.executable, str(script), "decoder"], env=env, capture_output=True, text=True)
+    if done.returncode == 77:
+        pytest.skip(done.stdout)
+    assert done.returncode == 0, done.stdout + done.stderr
