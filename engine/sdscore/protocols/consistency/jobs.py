@@ -26,6 +26,8 @@ def scoring_job(**settings: Any) -> ScoringJob:
     for name in ("model_dir", "cache_dir"):
         if name in settings:
             settings[name] = os.path.abspath(settings[name])
-    check_method(settings.get("method", "pairwise"), settings.get("threshold"))
+    # the threshold in force goes into the run record, so --resume never mixes two defaults
+    settings["threshold"] = check_method(settings.get("method", "pairwise"), settings.get("threshold"),
+                                         settings.get("embedder", "ge2e"))
     return ScoringJob("consistency", ConsistencyScorer, settings, volatile=("cache_dir",),
                       model_dir=settings.get("model_dir"))

@@ -36,7 +36,9 @@ def add_score_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-dir", type=Path, help="local model folder (ecapa, wavlm)")
     parser.add_argument("--method", choices=list(METHODS), default="pairwise",
                         help="centroid: mean of unit-normalised embeddings; centroid-raw: mean of raw ones")
-    parser.add_argument("--threshold", type=float, help="default: the paper's (0.4 / 0.3 / 0.4)")
+    parser.add_argument("--threshold", type=float,
+                        help="default: the paper's (pairwise 0.4, centroid 0.3, reference 0.4), but 0.56 for "
+                             "GE2E pairwise/reference (chosen on real voices: GE2E cosines run high)")
     parser.add_argument("--cache-dir", type=Path, help="embedding cache / LLM reply cache (keyed by content)")
     parser.add_argument("--max-audio-seconds", type=float, default=DEFAULT_MAX_AUDIO_SECONDS,
                         help=MAX_AUDIO_SECONDS_HELP)

@@ -29,7 +29,7 @@ from sdscore.metrics.consistency import (
     localization_summary,
 )
 from sdscore.progress import Progress
-from sdscore.protocols.consistency.choices import METHODS
+from sdscore.protocols.consistency.choices import EMBEDDER_THRESHOLDS, METHODS
 
 #: the kernels' output each method reads
 _KERNEL_OUTPUT = {"pairwise": "pairwise", "centroid": "centroid", "centroid-raw": "centroid", "reference": "reference"}
@@ -65,12 +65,13 @@ RESULTS = pl.Schema({
 
 
 
-def check_method(method: str, threshold: float | None) -> float:
-    """The threshold to use: the method's default when None (ValueError on an unknown method or bad value)."""
+def check_method(method: str, threshold: float | None, embedder: str | None = None) -> float:
+    """The threshold to use: when None, the embedder's default for the method (EMBEDDER_THRESHOLDS),
+    else the method's (the paper's); ValueError on an unknown method or a bad value."""
     if method not in METHODS:
         raise ValueError(f"unknown consistency method {method!r}; expected one of {', '.join(METHODS)}")
     if threshold is None:
-        return METHODS[method]
+        return EMBEDDER_THRESHOLDS.get((embedder, method), METHODS[method])
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
         raise ValueError(f"threshold must be a finite number, got {threshold!r}")
     return float(threshold)
@@ -172,7 +173,7 @@ def score_consistency(
     inconsistent_pred and flagged_turns, discrimination rows the ranking (scenario labels of the
     candidates, best first) and candidate_scores (in the manifest's candidate order).
     """
-    threshold = check_method(method, threshold)
+    threshold = check_method(method, threshold, getattr(embedder, "name", None))
     frame = with_manifest_columns(frame)
     index, embeddings, errors = prepare_consistency(frame, embedder, progress)
     records = frame.select(*CONSISTENCY_INSTANCES.names(), "error").to_dicts()
@@ -255,7 +256,7 @@ def sweep_thresholds(results: pl.DataFrame, thresholds=SWEEP) -> pl.DataFrame:
 class ConsistencyScorer:
     """The consistency protocol's Scorer: one speaker embedder (loaded once), one method.
 
-    Settings: embedder (ge2e | ecapa | wavlm), method, threshold (default: the method's), model_dir
+    Settings: embedder (ge2e | ecapa | wavlm), method, threshold (default: check_method), model_dir
     (ecapa, wavlm folders), cache_dir (embedding cache keyed by audio content), max_audio_seconds
     (longer audio files fail their rows; 0: no cap)."""
 
@@ -263,7 +264,7 @@ class ConsistencyScorer:
                  model_dir: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
                  max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS):
         self.method = method
-        self.threshold = check_method(method, threshold)
+        self.threshold = check_method(method, threshold, embedder)
         self.embedder = SpeakerEmbedder(embedder, model_dir, cache_dir=cache_dir,
                                         max_audio_seconds=max_audio_seconds)
 
