@@ -7,13 +7,12 @@ from sdscore.corpus.schemas import (
     BATTLES,
     CONSISTENCY_INSTANCES,
     JUDGE_ITEMS,
-    MANIFESTS,
     NATURALNESS_ITEMS,
     REWARD_PAIRS,
     TURN,
     ManifestSpec,
-    manifest_spec,
 )
+from sdscore.corpus.builtin_specs import MANIFESTS, manifest_spec
 from sdscore.corpus.validate import ERROR_COLUMN, validate_manifest
 from sdscore.corpus.write import write_manifest
 

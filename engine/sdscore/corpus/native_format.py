@@ -18,7 +18,8 @@ from sdscore.corpus import sdiareward_format
 from sdscore.corpus.hcot_format import dataset_name, is_hcot_row, read_hcot_rows
 from sdscore.corpus.raw_table import PARSE_ERROR, RawTable, data_row_labels
 from sdscore.corpus.row_locations import jsonl_row_locator
-from sdscore.corpus.schemas import MANIFESTS, TURN
+from sdscore.corpus.builtin_specs import MANIFESTS
+from sdscore.corpus.schemas import TURN
 from sdscore.corpus.sdiareward_format import (
     is_sdiareward_arrow_schema,
     is_sdiareward_row,

@@ -29,7 +29,8 @@ from pathlib import Path
 import polars as pl
 
 from sdscore.atomic_write import atomic_path
-from sdscore.corpus.schemas import manifest_spec
+from sdscore.corpus.builtin_specs import spec_of
+from sdscore.corpus.schemas import ManifestSpec
 from sdscore.corpus.validate import ERROR_COLUMN
 from sdscore.errors import SdscoreError
 from sdscore.output_paths import OutputPlan, staged_folder
@@ -48,19 +49,18 @@ def default_destination(results: str | os.PathLike, fmt: str) -> Path:
             "versa": stem.with_name(stem.name + ".versa.jsonl"), "scp": stem.with_name(stem.name + "_scp")}[fmt]
 
 
-def result_keys(frame: pl.DataFrame, protocol: str) -> pl.Series:
+def result_keys(frame: pl.DataFrame, spec: ManifestSpec | str) -> pl.Series:
     """Each row's utterance key: the id column, `dataset/` before it where the protocol keys by dataset."""
-    spec = manifest_spec(protocol)
+    spec = spec_of(spec)
     if spec.id_column not in frame.columns:
-        raise SdscoreError(f"results have no {spec.id_column!r} column to key rows by (protocol {protocol})")
+        raise SdscoreError(f"results have no {spec.id_column!r} column to key rows by (protocol {spec.name})")
     key = pl.col(spec.id_column).cast(pl.String)
     for column in reversed([c for c in spec.unique_key if c != spec.id_column and c in frame.columns]):
         key = pl.when(pl.col(column).is_null()).then(key).otherwise(pl.col(column).cast(pl.String) + "/" + key)
     return frame.select(key.alias(KEY)).to_series()
 
 
-def _key_parts(protocol: str) -> set[str]:
-    spec = manifest_spec(protocol)
+def _key_parts(spec: ManifestSpec) -> set[str]:
     return {spec.id_column, *spec.unique_key}
 
 
@@ -82,9 +82,9 @@ def _clean(value):
     return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else value
 
 
-def write_versa(frame: pl.DataFrame, protocol: str, destination: Path, source: str) -> Path:
-    keys = _checked_keys(result_keys(frame, protocol), source, "versa")
-    skip = _key_parts(protocol)
+def write_versa(frame: pl.DataFrame, spec: ManifestSpec, destination: Path, source: str) -> Path:
+    keys = _checked_keys(result_keys(frame, spec), source, "versa")
+    skip = _key_parts(spec)
     scalar = [c for c, t in frame.schema.items()
               if c not in skip and (t in _NUMERIC or t == pl.String or isinstance(t, (pl.Categorical, pl.Enum)))]
     with atomic_path(destination, durable=True) as temp, open(temp, "w", encoding="utf-8") as out:
@@ -104,9 +104,9 @@ def _scp_value(value) -> str | None:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def write_scp(frame: pl.DataFrame, protocol: str, destination: Path, source: str, *, overwrite: bool = False) -> Path:
-    keys = _checked_keys(result_keys(frame, protocol), source, "scp")
-    skip = _key_parts(protocol)
+def write_scp(frame: pl.DataFrame, spec: ManifestSpec, destination: Path, source: str, *, overwrite: bool = False) -> Path:
+    keys = _checked_keys(result_keys(frame, spec), source, "scp")
+    skip = _key_parts(spec)
     metrics = [c for c, t in frame.schema.items() if c not in skip and c != ERROR_COLUMN and t in _NUMERIC]
     if not metrics:
         raise SdscoreError(f"{source}: no numeric columns to write as scp files")
@@ -121,7 +121,7 @@ def write_scp(frame: pl.DataFrame, protocol: str, destination: Path, source: str
     return destination
 
 
-def write_results_as(results: str | os.PathLike, fmt: str, protocol: str,
+def write_results_as(results: str | os.PathLike, fmt: str, spec: ManifestSpec | str,
                      destination: str | os.PathLike | None = None, *, overwrite: bool = False) -> Path:
     """Write a finished results Parquet as `fmt` (see the module doc); returns what was written.
 
@@ -145,7 +145,7 @@ def write_results_as(results: str | os.PathLike, fmt: str, protocol: str,
         with atomic_path(target, durable=True) as temp:
             pl.scan_parquet(source).sink_ndjson(str(temp))
         return target
-    frame = pl.read_parquet(source)
+    frame, spec = pl.read_parquet(source), spec_of(spec)
     if fmt == "versa":
-        return write_versa(frame, protocol, target, source)
-    return write_scp(frame, protocol, target, source, overwrite=overwrite)
+        return write_versa(frame, spec, target, source)
+    return write_scp(frame, spec, target, source, overwrite=overwrite)

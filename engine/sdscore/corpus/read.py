@@ -32,7 +32,8 @@ from sdscore.corpus.native_format import (
     read_parquet,
 )
 from sdscore.corpus.raw_table import RawTable
-from sdscore.corpus.schemas import MANIFESTS, manifest_spec
+from sdscore.corpus.builtin_specs import MANIFESTS, spec_of
+from sdscore.corpus.schemas import ManifestSpec
 from sdscore.corpus.validate import DEFAULT_MAX_ERRORS, validate_manifest
 from sdscore.corpus.webdataset_format import read_webdataset_shard
 from sdscore.errors import ManifestError
@@ -54,7 +55,7 @@ _READERS = {
 
 def read_manifest(
     path: str | os.PathLike,
-    protocol: str | None = None,
+    protocol: str | ManifestSpec | None = None,
     *,
     resolve_audio: bool = True,
     lazy: bool = False,
@@ -63,7 +64,8 @@ def read_manifest(
 ) -> pl.DataFrame | pl.LazyFrame:
     """Read, type and validate a manifest; relative audio paths become paths under its folder.
 
-    protocol: one of MANIFESTS, or None to infer it from the format or the columns.
+    protocol: a ManifestSpec, a built-in protocol's name (one of MANIFESTS), or None to infer a
+    built-in protocol from the format or the columns.
     lazy=True returns a LazyFrame: Parquet and CSV stay scans, JSON(L) is parsed into Arrow first;
     either way the rows are validated in one pass before it returns.
     errors: "raise" (one ManifestError listing up to max_errors problems) or "collect" (an `error`
@@ -73,17 +75,17 @@ def read_manifest(
     try:
         table = load_table(source)
         columns = table.frame.collect_schema()
-        protocol = choose_protocol(table, columns.names(), protocol)
-        frame = with_ids(table.frame, columns.names(), protocol)
+        spec = choose_spec(table, columns.names(), protocol)
+        frame = with_ids(table.frame, columns.names(), spec)
         if not lazy:
             frame = frame.collect()
         frame = validate_manifest(
-            frame, protocol, table.source, errors=errors, max_errors=max_errors, locate_rows=table.locate_rows
+            frame, spec, table.source, errors=errors, max_errors=max_errors, locate_rows=table.locate_rows
         )
     except (pl.exceptions.PolarsError, pa.ArrowException) as error:
         raise ManifestError(_read_failure(source, error)) from error
     if resolve_audio:
-        frame = resolve_audio_paths(frame, protocol, table.base_dir)
+        frame = resolve_audio_paths(frame, spec, table.base_dir)
     return frame
 
 
@@ -180,27 +182,28 @@ def infer_protocol(columns: list[str], source: str = "<frame>") -> str:
     )
 
 
-def choose_protocol(table: RawTable, columns: list[str], protocol: str | None) -> str:
-    """The caller's protocol if given (it must agree with the format's), else the format's or the columns'."""
+def choose_spec(table: RawTable, columns: list[str], protocol: str | ManifestSpec | None) -> ManifestSpec:
+    """The caller's spec (or built-in protocol) if given — it must agree with the format's — else the
+    format's or the one the columns fit."""
     if protocol is not None:
-        manifest_spec(protocol, table.source)
-        if table.protocol_hint not in (None, protocol):
+        spec = spec_of(protocol, table.source)
+        if table.protocol_hint not in (None, spec.name):
             raise ManifestError(
-                f"{table.source}: holds {table.format_name} rows for protocol '{table.protocol_hint}', not '{protocol}'"
+                f"{table.source}: holds {table.format_name} rows for protocol '{table.protocol_hint}', not '{spec.name}'"
             )
-        return protocol
+        return spec
     if table.protocol_hint is not None:
-        return table.protocol_hint
+        return MANIFESTS[table.protocol_hint]
     if not columns:
         raise ManifestError(f"{table.source}: the file holds no rows; pass protocol= to read it as empty")
-    return infer_protocol(columns, table.source)
+    return MANIFESTS[infer_protocol(columns, table.source)]
 
 
-def with_ids(frame: pl.LazyFrame, columns: list[str], protocol: str) -> pl.LazyFrame:
+def with_ids(frame: pl.LazyFrame, columns: list[str], spec: ManifestSpec) -> pl.LazyFrame:
     """Give a frame its id column: an "id" column renamed, else the 0-based row number as text."""
     if not columns:
-        return pl.LazyFrame(schema=manifest_spec(protocol).schema)
-    id_column = manifest_spec(protocol).id_column
+        return pl.LazyFrame(schema=spec.schema)
+    id_column = spec.id_column
     if id_column in columns:
         return frame
     if "id" in columns:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import polars as pl
 
-from sdscore.corpus.schemas import MANIFESTS, TURN
+from sdscore.corpus.builtin_specs import MANIFESTS
+from sdscore.corpus.schemas import TURN, ManifestSpec
 
 
-def audio_paths(frame: pl.DataFrame, protocol: str) -> list[str]:
+def audio_paths(frame: pl.DataFrame, protocol: str | ManifestSpec) -> list[str]:
     """Distinct audio paths referenced by a manifest frame (columns and turn structs), first-seen order."""
-    if protocol not in MANIFESTS:
+    if not isinstance(protocol, ManifestSpec) and protocol not in MANIFESTS:
         raise ValueError(f"unknown protocol {protocol!r}; expected one of {', '.join(MANIFESTS)}")
-    audio_columns = MANIFESTS[protocol].audio_columns
+    audio_columns = (protocol if isinstance(protocol, ManifestSpec) else MANIFESTS[protocol]).audio_columns
     series: list[pl.Series] = []
     for name, dtype in frame.schema.items():
         if dtype == pl.List(TURN):

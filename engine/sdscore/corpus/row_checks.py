@@ -13,7 +13,7 @@ import polars as pl
 
 from sdscore.corpus.column_types import ORIGINAL_PREFIX, describe_dtype
 from sdscore.corpus.raw_table import PARSE_ERROR
-from sdscore.corpus.schemas import SCENARIOS, TURN_ROLES, manifest_spec
+from sdscore.corpus.schemas import SCENARIOS, TURN_ROLES, ManifestSpec
 
 #: Internal column: 0-based data-row index.
 ROW_INDEX = "_row_index"
@@ -33,13 +33,13 @@ class RowCheck:
     message: pl.Expr
 
 
-def row_checks(protocol: str, cast_checked: list[str], has_parse_error: bool) -> list[RowCheck]:
-    """All checks of a protocol, in the order problems are reported."""
+def row_checks(spec: ManifestSpec, cast_checked: list[str], has_parse_error: bool) -> list[RowCheck]:
+    """All checks of a manifest spec, in the order problems are reported: the columns' types, the
+    required columns, the enumerations, the spec's own row checks (none unless it asks), the unique key."""
     checks: list[RowCheck] = []
     if has_parse_error:
         parse = pl.col(PARSE_ERROR)
         checks.append(RowCheck(None, parse.is_not_null(), parse))
-    spec = manifest_spec(protocol)
     checks += [_cast_check(name, spec.schema[name]) for name in cast_checked]
     required = [_required_check(name, spec.schema[name]) for name in spec.required]
     if has_parse_error:
@@ -48,14 +48,14 @@ def row_checks(protocol: str, cast_checked: list[str], has_parse_error: bool) ->
         required = [RowCheck(c.column, c.failed & converted, c.message) for c in required]
     checks += required
     checks += [_allowed_check(name, values) for name, values in spec.allowed_values.items()]
-    checks += _PROTOCOL_CHECKS[protocol]()
-    checks.append(_duplicate_check(protocol))
+    checks += spec.row_checks()
+    checks.append(_duplicate_check(spec))
     return [RowCheck(c.column, c.failed.fill_null(False), c.message) for c in checks]
 
 
-def first_row_of_key(protocol: str) -> pl.Expr:
+def first_row_of_key(spec: ManifestSpec) -> pl.Expr:
     """The helper column the duplicate check needs, computed over all rows before filtering."""
-    return pl.col(ROW_INDEX).min().over(list(manifest_spec(protocol).unique_key)).alias(FIRST_ROW_OF_KEY)
+    return pl.col(ROW_INDEX).min().over(list(spec.unique_key)).alias(FIRST_ROW_OF_KEY)
 
 
 def _quoted(value: pl.Expr) -> pl.Expr:
@@ -103,8 +103,7 @@ def _allowed_check(name: str, values: tuple[str, ...]) -> RowCheck:
     return RowCheck(name, failed, pl.format("{} is not one of {}", _quoted(column), pl.lit(", ".join(values))))
 
 
-def _duplicate_check(protocol: str) -> RowCheck:
-    spec = manifest_spec(protocol)
+def _duplicate_check(spec: ManifestSpec) -> RowCheck:
     key = spec.unique_key
     id_column = pl.col(spec.id_column)
     failed = id_column.is_not_null() & (pl.col(FIRST_ROW_OF_KEY) != pl.col(ROW_INDEX))
@@ -167,11 +166,13 @@ def _path_list_checks(name: str) -> list[RowCheck]:
     ]
 
 
-def _reward_checks() -> list[RowCheck]:
+def reward_row_checks() -> list[RowCheck]:
+    """The reward pairs' turn lists: not empty, known roles, each turn with text or audio."""
     return _turn_list_checks("chosen") + _turn_list_checks("rejected")
 
 
-def _consistency_checks() -> list[RowCheck]:
+def consistency_row_checks() -> list[RowCheck]:
+    """SpeakerSleuth's instances: turn and candidate lists, scenarios, altered and masked turns."""
     task, scenario = pl.col("task"), pl.col("scenario")
     turns, true_turns = pl.col("turn_paths"), pl.col("true_turns")
     n_turns = turns.list.len()
@@ -238,15 +239,3 @@ def _unless_graded(check: RowCheck) -> RowCheck:
 def _list_text(column: pl.Expr) -> pl.Expr:
     return pl.format("[{}]", column.cast(pl.List(pl.String)).list.join(", "))
 
-
-def _no_checks() -> list[RowCheck]:
-    return []
-
-
-_PROTOCOL_CHECKS = {
-    "reward": _reward_checks,
-    "judge": _no_checks,
-    "consistency": _consistency_checks,
-    "naturalness": _no_checks,
-    "arena": _no_checks,
-}

@@ -1,4 +1,4 @@
-"""Polars schemas of the manifests, one per protocol.
+"""Polars schemas of the built-in protocols' manifests, and ManifestSpec: what a manifest is.
 
 A manifest is a table with one row per scoring unit. Audio columns hold paths; relative paths are
 resolved against the manifest's folder by the readers. Rows refer to each other only by id.
@@ -6,13 +6,10 @@ resolved against the manifest's folder by the readers. Rows refer to each other 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from types import MappingProxyType
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import polars as pl
-
-from sdscore.errors import ManifestError
 
 #: One spoken turn of an episode: who speaks, what is said, and/or the audio of it.
 TURN = pl.Struct({"role": pl.String, "text": pl.String, "audio_path": pl.String})
@@ -126,14 +123,20 @@ WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
 TURN_ROLES = ("user", "assistant", "system")
 
 
+def no_row_checks() -> list:
+    """The row checks of a spec that asks for none beyond its columns, enumerations and unique key."""
+    return []
+
+
 @dataclass(frozen=True)
 class ManifestSpec:
-    """Everything the readers and the validator know about one protocol's manifest."""
+    """Everything the readers and the validator know about one protocol's manifest: a value that a
+    protocol hands down (corpus/ validates, reads and resolves audio with the spec it is given)."""
 
-    #: The protocol's name: "reward", "judge", "consistency", "naturalness" or "arena".
+    #: The protocol's name (the run record, messages and format hints name it).
     name: str
     #: The typed columns, in output order.
-    schema: pl.Schema
+    schema: pl.Schema = field(compare=False)
     #: Columns a row cannot do without; everything else may be null.
     required: tuple[str, ...]
     #: The column that names a row; filled from the row number when a file lacks it.
@@ -141,82 +144,25 @@ class ManifestSpec:
     #: Columns whose values together must be unique (ids repeat across datasets).
     unique_key: tuple[str, ...]
     #: Allowed values of the enumerated columns (null passes unless the column is required).
-    allowed_values: Mapping[str, tuple[str, ...]]
+    allowed_values: Mapping[str, tuple[str, ...]] = field(compare=False)
     #: Columns that hold audio paths (resolved relative to the manifest by the readers).
     audio_columns: tuple[str, ...]
+    #: The protocol's own row checks beyond the above: a module-level function (picklable, so
+    #: worker processes validate with it) returning sdscore.corpus.row_checks.RowCheck values.
+    row_checks: Callable[[], list] = field(default=no_row_checks, compare=False)
 
 
-def _spec(
+def make_spec(
     name: str,
     schema: pl.Schema,
     *,
     required: tuple[str, ...],
     id_column: str,
     unique_key: tuple[str, ...],
-    allowed_values: dict[str, tuple[str, ...]],
+    allowed_values: Mapping[str, tuple[str, ...]],
     audio_columns: tuple[str, ...],
+    row_checks: Callable[[], list] = no_row_checks,
 ) -> ManifestSpec:
-    return ManifestSpec(
-        name, schema, required, id_column, unique_key, MappingProxyType(dict(allowed_values)), audio_columns
-    )
-
-
-#: Each protocol's manifest, by name.
-MANIFESTS: dict[str, ManifestSpec] = {
-    spec.name: spec
-    for spec in (
-        _spec(
-            "reward",
-            REWARD_PAIRS,
-            required=("pair_id", "criterion", "chosen", "rejected"),
-            id_column="pair_id",
-            unique_key=("pair_id",),
-            allowed_values={"criterion": CRITERIA},
-            audio_columns=(),  # paths live inside the chosen/rejected turn structs
-        ),
-        _spec(
-            "judge",
-            JUDGE_ITEMS,
-            required=("item_id", "audio1_path", "audio2_path"),
-            id_column="item_id",
-            unique_key=("dataset", "item_id"),
-            allowed_values={name: LABELS for name in ("content", "voice_quality", "paralinguistics", "overall")},
-            audio_columns=("instruction_path", "audio1_path", "audio2_path"),
-        ),
-        _spec(
-            "consistency",
-            CONSISTENCY_INSTANCES,
-            required=("instance_id", "task", "turn_paths"),
-            id_column="instance_id",
-            unique_key=("dataset", "instance_id"),
-            allowed_values={"task": TASKS, "scenario": SCENARIOS},
-            audio_columns=("turn_paths", "reference_path", "candidate_paths"),
-        ),
-        _spec(
-            "naturalness",
-            NATURALNESS_ITEMS,
-            required=("item_id", "answer_audio_path"),
-            id_column="item_id",
-            unique_key=("item_id",),
-            allowed_values={},
-            audio_columns=("audio_path", "answer_audio_path", "dialogue_path"),
-        ),
-        _spec(
-            "arena",
-            BATTLES,
-            required=("battle_id", "model_a", "model_b", "winner"),
-            id_column="battle_id",
-            unique_key=("battle_id",),
-            allowed_values={"winner": WINNERS},
-            audio_columns=("audio_a_path", "audio_b_path", "question_path"),
-        ),
-    )
-}
-
-
-def manifest_spec(protocol: str, source: str = "<frame>") -> ManifestSpec:
-    """The protocol's spec; a ManifestError naming source and the known protocols if there is none."""
-    spec = MANIFESTS.get(protocol)
-    if spec is None:
-        raise ManifestError(f"{source}: unknown protocol {protocol!r}; expected one of {', '.join(MANIFESTS)}")
-    return spec
+    """A ManifestSpec (allowed_values copied into a plain dict, so the spec pickles)."""
+    return ManifestSpec(name, schema, required, id_column, unique_key, dict(allowed_values), audio_columns,
+                        row_checks)

@@ -13,7 +13,8 @@ import polars as pl
 from sdscore.corpus.column_types import ORIGINAL_PREFIX, typed_columns
 from sdscore.corpus.raw_table import PARSE_ERROR, RowLocator, data_row_labels
 from sdscore.corpus.row_checks import FIRST_ROW_OF_KEY, ROW_INDEX, RowCheck, first_row_of_key, row_checks
-from sdscore.corpus.schemas import manifest_spec
+from sdscore.corpus.builtin_specs import spec_of
+from sdscore.corpus.schemas import ManifestSpec
 from sdscore.errors import ManifestError
 
 Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
@@ -26,7 +27,7 @@ DEFAULT_MAX_ERRORS = 20
 
 def validate_manifest(
     frame: Frame,
-    protocol: str,
+    protocol: str | ManifestSpec,
     source: str = "<frame>",
     *,
     errors: Literal["raise", "collect"] = "raise",
@@ -35,7 +36,7 @@ def validate_manifest(
     row_offset: int = 0,
     first_rows: pl.Series | None = None,
 ) -> Frame:
-    """Check frame against protocol's schema and rules; return it cast to the schema (extras kept last).
+    """Check frame against a manifest spec (or a built-in protocol's, by name): its schema and rules; return it cast to the schema (extras kept last).
 
     errors="raise" raises one ManifestError naming source, row and column of up to max_errors problems.
     errors="collect" returns every row, with an `error` column set on bad rows (their bad values null).
@@ -49,7 +50,7 @@ def validate_manifest(
         raise ValueError(f"errors must be 'raise' or 'collect', not {errors!r}")
     if max_errors < 1:
         raise ValueError(f"max_errors must be at least 1, not {max_errors}")
-    spec = manifest_spec(protocol, source)
+    spec = spec_of(protocol, source)
     locate_rows = locate_rows or data_row_labels
     eager = isinstance(frame, pl.DataFrame)
     schema = spec.schema
@@ -58,7 +59,7 @@ def validate_manifest(
     if missing:
         raise ManifestError(
             f"{source}: missing required column{'s' if len(missing) > 1 else ''} "
-            f"{', '.join(repr(m) for m in missing)} for protocol '{protocol}' "
+            f"{', '.join(repr(m) for m in missing)} for protocol '{spec.name}' "
             f"(found: {', '.join(columns.names()) or 'no columns'})"
         )
     typed_expressions, cast_checked = typed_columns(columns, schema, source)
@@ -75,10 +76,10 @@ def validate_manifest(
         typed = typed.collect().lazy()
     output_columns = [*schema.names(), *extras]
 
-    checks = row_checks(protocol, cast_checked, has_parse_error)
+    checks = row_checks(spec, cast_checked, has_parse_error)
     if first_rows is not None and len(first_rows) != frame.lazy().select(pl.len()).collect().item():
         raise ValueError(f"first_rows has {len(first_rows)} values for a window of another size")
-    masks, bad_rows = _failing_rows(typed, protocol, checks, row_offset, first_rows)
+    masks, bad_rows = _failing_rows(typed, spec, checks, row_offset, first_rows)
     if errors == "raise":
         if bad_rows.height:
             raise ManifestError(
@@ -99,21 +100,21 @@ def _mask_name(index: int) -> str:
     return f"_failed_{index}"
 
 
-def manifest_first_rows(keys: pl.DataFrame | pl.LazyFrame, protocol: str) -> pl.Series:
-    """Per row, the index of the first row with its unique key (keys: the protocol's key columns)."""
+def manifest_first_rows(keys: pl.DataFrame | pl.LazyFrame, spec: ManifestSpec) -> pl.Series:
+    """Per row, the index of the first row with its unique key (keys: the spec's key columns)."""
     return (
-        keys.lazy().with_row_index(ROW_INDEX).select(first_row_of_key(protocol)).collect().to_series()
+        keys.lazy().with_row_index(ROW_INDEX).select(first_row_of_key(spec)).collect().to_series()
     )
 
 
 def _failing_rows(
-    typed: pl.LazyFrame, protocol: str, checks: list[RowCheck], row_offset: int, first_rows: pl.Series | None
+    typed: pl.LazyFrame, spec: ManifestSpec, checks: list[RowCheck], row_offset: int, first_rows: pl.Series | None
 ) -> tuple[list[str], pl.DataFrame]:
     """Evaluate every check's mask over all rows; keep the failing rows' masks (and row indices)."""
     masks = [_mask_name(i) for i in range(len(checks))]
     indexed = typed.with_row_index(ROW_INDEX, offset=row_offset)
     bad_rows = (
-        (indexed.with_columns(first_row_of_key(protocol)) if first_rows is None
+        (indexed.with_columns(first_row_of_key(spec)) if first_rows is None
          else indexed.with_columns(pl.lit(first_rows.cast(pl.UInt32)).alias(FIRST_ROW_OF_KEY)))
         .select(ROW_INDEX, FIRST_ROW_OF_KEY, *(check.failed.alias(m) for check, m in zip(checks, masks, strict=True)))
         .filter(pl.any_horizontal(masks))

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import polars as pl
 
 from sdscore.audio.slices import write_slice
-from sdscore.corpus.schemas import manifest_spec
+from sdscore.corpus.schemas import ManifestSpec
 from sdscore.corpus.slice_columns import duration_column, offset_column
 from sdscore.corpus.validate import ERROR_COLUMN
 from sdscore.errors import AudioError
@@ -54,10 +54,10 @@ def _is_slice(offset, duration) -> bool:
     return duration is not None or (offset is not None and offset != 0.0)
 
 
-def cut_slices(frame: pl.DataFrame, protocol: str, slice_dir: str, num_threads: int = 4) -> pl.DataFrame:
+def cut_slices(frame: pl.DataFrame, spec: ManifestSpec, slice_dir: str, num_threads: int = 4) -> pl.DataFrame:
     """Point the audio columns that have slice columns at files holding those slices; a slice that
     cannot be cut sets its row's `error`. Columns without slice columns are untouched."""
-    columns = [c for c in manifest_spec(protocol).audio_columns
+    columns = [c for c in spec.audio_columns
                if c in frame.columns and (offset_column(c) in frame.columns or duration_column(c) in frame.columns)]
     if not columns or frame.height == 0:
         return frame

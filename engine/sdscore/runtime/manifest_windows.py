@@ -19,8 +19,8 @@ import polars as pl
 
 from sdscore.corpus.audio_paths import resolve_audio_paths
 from sdscore.corpus.embedded_audio import embedded_audio_to_paths
-from sdscore.corpus.read import choose_protocol, load_table, with_ids
-from sdscore.corpus.schemas import manifest_spec
+from sdscore.corpus.read import choose_spec, load_table, with_ids
+from sdscore.corpus.schemas import ManifestSpec
 from sdscore.corpus.validate import manifest_first_rows, validate_manifest
 from sdscore.errors import ManifestError
 from sdscore.runtime.audio_slices import cut_slices
@@ -32,14 +32,15 @@ class ManifestWindows:
     """Windows [k * rows, (k + 1) * rows) of a validated manifest; `staging_dir` holds a Parquet copy
     of a manifest that is not plain Parquet (the caller removes it)."""
 
-    def __init__(self, path: str | os.PathLike, protocol: str | None, staging_dir: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, protocol: ManifestSpec | str | None, staging_dir: str | os.PathLike):
         self.path = os.fspath(path)
         self.slice_dir = os.path.join(os.fspath(staging_dir), "slices")
         table = load_table(self.path)
         columns = table.frame.collect_schema().names()
-        self.protocol = choose_protocol(table, columns, protocol)
+        self.spec = choose_spec(table, columns, protocol)
+        self.protocol = self.spec.name
         self.source, self.base_dir = table.source, table.base_dir
-        frame = with_ids(table.frame, columns, self.protocol)
+        frame = with_ids(table.frame, columns, self.spec)
         if Path(self.path).suffix.lower() in _PARQUET and table.format_name == "sdscore" and os.path.isfile(self.path):
             self.scan_path = self.path
         else:
@@ -51,19 +52,19 @@ class ManifestWindows:
         scan = pl.scan_parquet(self.scan_path)
         # file-level problems (a missing required column, a column of the wrong kind) stop the run
         # here, before any model loads; row problems become the rows' errors, window by window
-        validate_manifest(embedded_audio_to_paths(scan.head(0), self.source).collect(), self.protocol, self.source,
+        validate_manifest(embedded_audio_to_paths(scan.head(0), self.source).collect(), self.spec, self.source,
                           errors="collect")
         try:
             keys = self._keys(scan)
         except pl.exceptions.PolarsError as error:  # e.g. a corrupt data page under good metadata
             raise ManifestError(f"{self.source}: could not read the manifest's key columns ({error})") from error
         self.n_rows = keys.height
-        self.first_rows = manifest_first_rows(keys, self.protocol)
+        self.first_rows = manifest_first_rows(keys, self.spec)
         self.keys_digest = _frame_digest(keys)
 
     def _keys(self, scan: pl.LazyFrame) -> pl.DataFrame:
         names = scan.collect_schema().names()
-        spec = manifest_spec(self.protocol)
+        spec = self.spec
         return scan.select(
             (pl.col(c).cast(pl.String) if c in names else pl.lit(None, pl.String)).alias(c) for c in spec.unique_key
         ).collect()
@@ -74,14 +75,14 @@ class ManifestWindows:
 
     def reader(self) -> WindowReader:
         """A small picklable reader of this manifest's windows (for worker processes and Ray tasks)."""
-        return WindowReader(self.scan_path, self.protocol, self.source, self.base_dir, self.slice_dir)
+        return WindowReader(self.scan_path, self.spec, self.source, self.base_dir, self.slice_dir)
 
 
 class WindowReader:
     """Reads windows of the (staged) manifest, given each window's slice of `first_rows`."""
 
-    def __init__(self, scan_path: str, protocol: str, source: str, base_dir: str, slice_dir: str | None = None):
-        self.scan_path, self.protocol, self.source, self.base_dir = scan_path, protocol, source, base_dir
+    def __init__(self, scan_path: str, spec: ManifestSpec, source: str, base_dir: str, slice_dir: str | None = None):
+        self.scan_path, self.spec, self.source, self.base_dir = scan_path, spec, source, base_dir
         self.slice_dir = slice_dir  # where audio slices are cut (None: beside the staged manifest)
 
     def window(self, start: int, stop: int, first_rows: pl.Series) -> pl.DataFrame:
@@ -92,11 +93,11 @@ class WindowReader:
             raise ManifestError(f"{self.source}: could not read rows {start + 1}-{stop} of the manifest "
                                 f"({error})") from error
         raw = embedded_audio_to_paths(raw.lazy(), self.source).collect()  # HF Audio structs → cached files
-        frame = validate_manifest(raw, self.protocol, self.source, errors="collect", row_offset=start,
+        frame = validate_manifest(raw, self.spec, self.source, errors="collect", row_offset=start,
                                   first_rows=first_rows)
-        frame = resolve_audio_paths(frame, self.protocol, self.base_dir)
+        frame = resolve_audio_paths(frame, self.spec, self.base_dir)
         slice_dir = self.slice_dir or os.path.join(os.path.dirname(self.scan_path), "slices")
-        return cut_slices(frame, self.protocol, slice_dir)
+        return cut_slices(frame, self.spec, slice_dir)
 
 
 def _frame_digest(frame: pl.DataFrame, chunk: int = 65536) -> str:

@@ -17,8 +17,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import polars as pl
 
+from sdscore.corpus.schemas import ManifestSpec
 from sdscore.corpus.validate import ERROR_COLUMN
 from sdscore.errors import SdscoreError
+from sdscore.runtime.settings import build, plain, run_record
 
 @runtime_checkable
 class Scorer(Protocol):
@@ -29,26 +31,38 @@ class Scorer(Protocol):
 
 @dataclass(frozen=True)
 class ScoringJob:
-    """What a run scores: the manifest protocol, the Scorer class and its settings.
+    """What a run scores: the manifest spec, the Scorer class and its settings.
 
-    protocol: the manifest spec rows are read and validated with (sdscore.corpus);
+    protocol: the ManifestSpec rows are read and validated with (sdscore.corpus), which the
+    protocol hands down; a built-in protocol's name also stands for its spec;
     scorer: the Scorer class (pickled by reference into worker processes and Ray actors);
     settings: its keyword arguments — all of them change scores unless named in `volatile`
-    (caches, concurrency), and a resumed run must have the same ones;
+    (caches, concurrency), and a resumed run must have the same ones; a Scorer whose settings are
+    declared as a dataclass (its `settings_class`, see runtime/settings.py) is checked and recorded
+    from that class (its volatile settings added to `volatile`);
     model_dir: the folder whose weights are hashed into the run record (None: no model files).
     """
 
-    protocol: str
+    protocol: ManifestSpec | str
     scorer: type
     settings: Mapping[str, Any] = field(default_factory=dict)
     volatile: tuple[str, ...] = ()
     model_dir: str | None = None
 
     def __post_init__(self) -> None:
+        cls = self.settings_class
+        if cls is not None:
+            build(cls, **dict(self.settings))
+            return
         try:
             inspect.signature(self.scorer).bind(**dict(self.settings))
         except TypeError as error:
             raise ValueError(f"{self.scorer_name}: bad settings ({error})") from None
+
+    @property
+    def settings_class(self) -> type | None:
+        """The Scorer's settings dataclass, when it declares one (runtime/settings.py)."""
+        return getattr(self.scorer, "settings_class", None)
 
     def create(self) -> Scorer:
         """A new Scorer with this job's settings (its models load here)."""
@@ -60,20 +74,13 @@ class ScoringJob:
 
     def score_settings(self) -> dict[str, Any]:
         """The settings that change scores, defaults filled in (the resume check compares these)."""
+        cls = self.settings_class
+        if cls is not None:
+            record = run_record(build(cls, **dict(self.settings)))
+            return {k: v for k, v in record.items() if k not in self.volatile}
         bound = inspect.signature(self.scorer).bind(**dict(self.settings))
         bound.apply_defaults()
-        return {k: _plain(v) for k, v in sorted(bound.arguments.items()) if k not in self.volatile}
-
-
-def _plain(value: Any) -> Any:
-    """A JSON-able form of a setting (paths and other objects as text)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return str(value)
+        return {k: plain(v) for k, v in sorted(bound.arguments.items()) if k not in self.volatile}
 
 
 def check_results(rows: pl.DataFrame, results: Any, scorer: str, first_row: int) -> pl.DataFrame:
