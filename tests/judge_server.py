@@ -19,7 +19,9 @@ class Reply:
     """What the server answers: status, a JSON-able body, raw text or a list of byte chunks (sent in
     turn, so a huge body can repeat one chunk), headers, and a delay first. trickle_s sends the answer
     one byte at a time, this far apart (from the status line on, or only the body when trickle_body);
-    content_length=False leaves out Content-Length (the body ends when the connection closes)."""
+    content_length=False leaves out Content-Length (the body ends when the connection closes). stall,
+    an Event, sends the answer's first byte and then waits for the event before the rest (a server
+    that stalls mid-answer until the test lets it go: no race on wall time)."""
 
     status: int = 200
     body: object = None
@@ -28,6 +30,7 @@ class Reply:
     trickle_s: float = 0.0
     trickle_body: bool = False
     content_length: bool = True
+    stall: threading.Event | None = None
 
 
 def completion(content: str, prompt_tokens: int = 100, completion_tokens: int = 20, audio_tokens: int = 0) -> Reply:
@@ -115,6 +118,10 @@ class ChatServer:
                     headers["Content-Length"] = str(sum(len(chunk) for chunk in chunks))
                 head = f"HTTP/1.0 {reply.status} {self.responses.get(reply.status, ('',))[0]}\r\n"
                 head += "".join(f"{key}: {value}\r\n" for key, value in headers.items()) + "\r\n"
+                if reply.stall is not None:
+                    self.wfile.write(head[:1].encode())
+                    reply.stall.wait(60)  # never holds a thread past the test
+                    head = head[1:]
                 if not reply.trickle_s:
                     self.wfile.write(head.encode())
                     for chunk in chunks:

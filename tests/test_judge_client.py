@@ -156,27 +156,71 @@ def test_4xx_is_not_retried():
     assert len(server.requests) == 1
 
 
-def test_timeout_is_retried_and_then_succeeds():
+class TransportClock:
+    """The deadline transport's clock, moved on only by the test: a deadline passes when the test says so,
+    never by racing wall time (a loaded machine cannot make a reply late or early)."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    import sdscore.llm_judges.deadline_transport as transport
+
+    fake = TransportClock()
+    monkeypatch.setattr(transport, "time", fake)
+    return fake
+
+
+def stalls_past_the_deadline(clock: TransportClock, stalled: threading.Event, seconds: float = 60.0) -> Reply:
+    """An answer that stalls after its first byte while the transport's clock moves `seconds` on."""
+    clock.now += seconds
+    return Reply(body={}, stall=stalled)
+
+
+def test_timeout_is_retried_and_then_succeeds(clock):
+    """The first answer stalls mid-reply and its 30 s deadline passes (on the transport's clock): a
+    timeout, retried after one backoff; the second answer comes at once."""
     sleeps: list[float] = []
-    replies = script(Reply(delay_s=1.0, body={}), completion(labels_json()))
-    with ChatServer(replies) as server, make_client(server, sleeps, timeout_s=0.25) as client:
-        result = client.complete(MESSAGES, parse=parse_reply)
+    stalled = threading.Event()
+    replies = lambda index, body, headers: stalls_past_the_deadline(clock, stalled) if index == 0 else \
+        completion(labels_json())
+    with ChatServer(replies) as server, make_client(server, sleeps, timeout_s=30.0) as client:
+        try:
+            result = client.complete(MESSAGES, parse=parse_reply)
+        finally:
+            stalled.set()
     assert result.attempts == 2
-    assert len(sleeps) == 1
+    assert len(sleeps) == 1 and len(server.requests) == 2
 
 
-def test_timeouts_every_time_give_up():
+def test_timeouts_every_time_give_up(clock):
     policy = RetryPolicy(max_retries=1, backoff_base_s=0.0)
-    with ChatServer(script(Reply(delay_s=0.8, body={}))) as server:
-        with make_client(server, [], timeout_s=0.2, retry=policy) as client:
-            with pytest.raises(JudgeError, match=r"failed after 2 attempts; last: timed out after 0.2 s"):
-                client.complete(MESSAGES)
+    stalled = threading.Event()
+    with ChatServer(lambda index, body, headers: stalls_past_the_deadline(clock, stalled)) as server:
+        with make_client(server, [], timeout_s=30.0, retry=policy) as client:
+            try:
+                with pytest.raises(JudgeError, match=r"failed after 2 attempts; last: timed out after 30 s"):
+                    client.complete(MESSAGES)
+            finally:
+                stalled.set()
+    assert len(server.requests) == 2
 
 
-def test_slow_reply_within_the_timeout_is_not_retried():
+def test_slow_reply_within_the_timeout_is_not_retried(clock):
+    """The server takes 29 of the 30 s (on the transport's clock) before it answers: one attempt."""
     sleeps: list[float] = []
-    with ChatServer(script(Reply(delay_s=0.3, body=completion(labels_json()).body))) as server:
-        with make_client(server, sleeps, timeout_s=2.0) as client:
+
+    def slow(index, body, headers):
+        clock.now += 29.0
+        return completion(labels_json())
+
+    with ChatServer(slow) as server:
+        with make_client(server, sleeps, timeout_s=30.0) as client:
             assert client.complete(MESSAGES, parse=parse_reply).attempts == 1
     assert sleeps == [] and len(server.requests) == 1
 
