@@ -125,18 +125,18 @@ def reports(tiny_corpus, tmp_path_factory) -> dict[str, tuple[Path, Path]]:
 def _demo_folder_report(corpus: Path, out: Path) -> Path:
     """The files above laid out as `sdscore demo` writes them, one stage marked failed, then the demo's
     report of the folder (write_demo_report works on an existing demo folder)."""
-    from sdscore.demo import REPORT_INPUTS, write_demo_report
+    from sdscore.demo import demo_stages, write_demo_report
 
     demo = out / "demo"
     sources = {"reward": (["reward.parquet"], "reward.json"), "consistency": (["cons.parquet"], "cons.json"),
                "judge": (["judge-a.parquet", "judge-b.parquet"], "judge.json"),
                "naturalness": (["naturalness.parquet", "naturalness.parquet"], "nat.json"),
                "arena": ([str(corpus / "battles.parquet")], "arena.json")}
-    for protocol, (results, metrics) in REPORT_INPUTS.items():
+    for protocol, (results, metrics) in ((name, stage.REPORT_INPUTS) for name, stage in demo_stages().items()):
         for source, target in zip([*sources[protocol][0], sources[protocol][1]], [*results, metrics]):
             (demo / target).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(out / source, demo / target)
-    stages = [{"protocol": p, "title": f"{p} stage", "headline": {}} for p in REPORT_INPUTS]
+    stages = [{"protocol": p, "title": f"{p} stage", "headline": {}} for p in demo_stages()]
     summary = {"stages": stages, "failed_stages": {"extra": f"RuntimeError: {HOSTILE}"}}
     (demo / "demo.json").write_text(json.dumps(summary))
     return write_demo_report(demo)

@@ -83,7 +83,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     if format_out is not None:
         from sdscore.corpus.output_formats import write_results_as
 
-        written = write_results_as(summary.out, args.format, entry.name, format_out, overwrite=args.overwrite)
+        written = write_results_as(summary.out, args.format, entry.manifest_spec(), format_out, overwrite=args.overwrite)
         console.print(f"{args.format} → [bold]{written}[/bold]")
     return 1 if summary.failed else 0
 
@@ -100,27 +100,22 @@ def add_score_parser(sub) -> None:
     score.set_defaults(func=_cmd_score)
 
 
-#: Protocols whose `eval --plot` is a folder of figures (the others write one PNG file).
-PLOT_FOLDERS = ("judge", "naturalness")
-
-
 def _cmd_eval(args: argparse.Namespace) -> int:
     from sdscore.output_paths import seal_folder
 
     plan = output_plan(args, "sdscore eval")
     out = plan.file(args.out, "--out")
+    entry = protocol(args.protocol)
     plot = None
     if getattr(args, "plot", None) is not None:
-        plot = plan.folder(args.plot, "--plot") if args.protocol in PLOT_FOLDERS else plan.file(args.plot, "--plot")
+        plot = plan.folder(args.plot, "--plot") if entry.plot_folder else plan.file(args.plot, "--plot")
     report = None if args.report is None else plan.file(args.report, "--report")
-    options = {}
-    if args.protocol == "arena":  # the options only `eval arena` has (see add_eval_parser)
-        options = {"judge": args.judge, "pool_judges": args.pool_judges, "l2": args.l2}
-    metrics = protocol(args.protocol).evaluate_files(args.results, out, plot=plot, seed=getattr(args, "seed", 0),
-                                                     **options)
-    if plot is not None and args.protocol in PLOT_FOLDERS and plot.is_dir():
+    eval_options = entry.eval_options_module()  # the options only this kind has (see add_eval_parser)
+    options = {} if eval_options is None else eval_options.eval_settings(args)
+    metrics = entry.evaluate_files(args.results, out, plot=plot, seed=getattr(args, "seed", 0), **options)
+    if plot is not None and entry.plot_folder and plot.is_dir():
         seal_folder(plot, "sdscore eval --plot")
-    table = protocol(args.protocol).format_table(metrics)
+    table = entry.format_table(metrics)
     if table:
         console.print(table, markup=False, highlight=False, soft_wrap=True)
     console.print(f"metrics ({len(json.dumps(metrics))} bytes of JSON) → [bold]{out}[/bold]")
@@ -131,53 +126,21 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-#: What each `eval KIND` reads (its RESULTS arguments), for its own --help.
-EVAL_INPUTS = {
-    "reward": "the results of `sdscore score reward` (or another tool's file with chosen_reward and "
-              "rejected_reward columns; pair_id, subset, category, source optional): one file",
-    "judge": "the results of `sdscore score judge`, one file per judge (a judge is named by its file's stem; "
-             "item_id and overall_pred columns, the gold labels beside them)",
-    "consistency": "the results of `sdscore score consistency` (a task column; instance_id, turn_scores, "
-                   "flagged, choice ...): one or more files, each evaluated on its own",
-    "naturalness": "the results of `sdscore score naturalness`: one or more files (e.g. one per system), "
-                   "evaluated together; a system column names each row's system",
-    "arena": "a battles manifest (battle_id, model_a, model_b, winner, optional judge) or the results of "
-             "`sdscore score arena --judge openai`: one file",
-}
-#: The kinds whose metrics resample (their --seed is the bootstrap's).
-EVAL_SEEDED = ("judge", "arena")
-
-
-def _non_negative(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if not number >= 0 or number == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value!r}")
-    return number
-
-
 def add_eval_parser(sub) -> None:
     """`sdscore eval PROTOCOL RESULTS... --out METRICS.json [its options]`: each kind its own options and help."""
     ev = sub.add_parser("eval", help="metrics of results files (arena: of a battles manifest)")
     kinds = ev.add_subparsers(dest="protocol", required=True, metavar="{" + ",".join(PROTOCOLS) + "}")
     for entry in PROTOCOLS.values():
-        parser = kinds.add_parser(entry.name, help=f"{entry.help}: metrics of {EVAL_INPUTS[entry.name].split(' (')[0]}",
-                                  description=f"Metrics of {EVAL_INPUTS[entry.name]}, written as METRICS.json.")
-        parser.add_argument("results", nargs="+", type=Path, metavar="RESULTS", help=EVAL_INPUTS[entry.name])
+        parser = kinds.add_parser(entry.name, help=f"{entry.help}: metrics of {entry.results_help.split(' (')[0]}",
+                                  description=f"Metrics of {entry.results_help}, written as METRICS.json.")
+        parser.add_argument("results", nargs="+", type=Path, metavar="RESULTS", help=entry.results_help)
         parser.add_argument("--out", required=True, help="METRICS.json")
         if entry.plot_help:
             parser.add_argument("--plot", help=entry.plot_help)
-        if entry.name in EVAL_SEEDED:
+        if entry.eval_seeded:
             parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-        if entry.name == "arena":
-            parser.add_argument("--judge", metavar="NAME", help="the judge whose battles give the headline ratings "
-                                                               "(default: the only one, else human)")
-            parser.add_argument("--pool-judges", action="store_true", help="rate all judges' battles together")
-            parser.add_argument("--l2", type=_non_negative, default=0.0, metavar="L2",
-                                help="ridge on the Bradley–Terry log-strengths (default 0: FastChat's MLE); > 0 "
-                                     "gives finite ratings when a model never loses or never wins, e.g. 0.01")
+        if entry.eval_options:
+            entry.eval_options_module().add_eval_options(parser)
         parser.add_argument("--report", metavar="HTML",
                             help="also write the evaluation as a self-contained HTML report (see `sdscore report`)")
         add_overwrite_option(parser)

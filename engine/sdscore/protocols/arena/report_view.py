@@ -98,3 +98,19 @@ def build(ctx: ViewContext) -> tuple[Table, list]:
     blocks.append(_upsets(ctx))
     return headline, blocks
 
+
+#: why the report shows no audio for arena's items (a battles manifest is rated as it is)
+NO_AUDIO = "battles carry no audio"
+#: what the report's provenance says of a results file with no sdscore provenance
+UNSCORED_KIND = "battles manifest (no scoring run)"
+
+
+def read_results(path):
+    """A battles manifest, or an audio judge's results read back as battles."""
+    from sdscore.protocols.arena.judge_battles import read_battles
+
+    return read_battles(path)[0]
+
+
+def clip_paths(row: dict) -> list[tuple[str, str | None]]:
+    return []

@@ -16,7 +16,7 @@ import polars as pl
 
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
-from sdscore.corpus.schemas import manifest_spec
+from sdscore.corpus.builtin_specs import manifest_spec
 from sdscore.metrics.consistency import consistency_summary
 from sdscore.metrics.position_bias import order_agreement, position_bias, position_shares
 from sdscore.protocols.consistency.protocol import RESULTS, sweep_thresholds

@@ -77,3 +77,10 @@ def build(ctx: ViewContext) -> tuple[Table, list]:
                                 ("Most confident detections (decisive score far from the threshold)",
                                  "Least confident detections (decisive score at the threshold)"))
     return headline, blocks
+
+
+def clip_paths(row: dict) -> list[tuple[str, str | None]]:
+    """The audio worth hearing for one instance: its turns, then its candidates with their labels."""
+    clips = [(f"turn {i}", p) for i, p in enumerate(row.get("turn_paths") or ())]
+    return clips + [(f"candidate {i} ({s})", p) for i, (p, s) in
+                    enumerate(zip(row.get("candidate_paths") or (), row.get("candidate_scenarios") or ()))]

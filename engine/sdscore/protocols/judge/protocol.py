@@ -26,7 +26,7 @@ import polars as pl
 
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
-from sdscore.corpus.schemas import manifest_spec
+from sdscore.corpus.builtin_specs import manifest_spec
 from sdscore.errors import JudgeError
 from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S, Price, judge_client
 from sdscore.llm_judges.reply_error import ReplyError

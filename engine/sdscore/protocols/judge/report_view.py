@@ -89,3 +89,9 @@ def build(ctx: ViewContext) -> tuple[Table, list]:
                                    note + (f". No audio: {finder.audio_note}" if finder.audio_note else ""),
                                    role="extreme"))
     return headline, blocks
+
+
+def clip_paths(row: dict) -> list[tuple[str, str | None]]:
+    """The audio worth hearing for one judge item: the instruction (when spoken) and both responses."""
+    clips = [("instruction", row.get("instruction_path"))] if row.get("instruction_path") else []
+    return clips + [("response 1", row.get("audio1_path")), ("response 2", row.get("audio2_path"))]

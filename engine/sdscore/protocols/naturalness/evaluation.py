@@ -35,7 +35,7 @@ import polars as pl
 
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
-from sdscore.corpus.schemas import manifest_spec
+from sdscore.corpus.builtin_specs import manifest_spec
 from sdscore.metrics._inputs import error_mask
 from sdscore.metrics.naturalness import (
     WILCOXON,

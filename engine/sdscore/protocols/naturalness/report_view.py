@@ -99,3 +99,12 @@ def build(ctx: ViewContext) -> tuple[Table, list]:
         blocks += extreme_items(finder, results, pl.col("mos_dnsmos_ovrl"), "DNSMOS OVRL of the answer", _facts,
                                 ("Best rated answers (highest DNSMOS OVRL)", "Worst rated answers (lowest DNSMOS OVRL)"))
     return headline, blocks
+
+
+#: several results files (one per system) show one item list over all their manifests
+MERGE_MANIFESTS = True
+
+
+def clip_paths(row: dict) -> list[tuple[str, str | None]]:
+    """The audio worth hearing for one item: the question and the answer."""
+    return [("question", row.get("audio_path")), ("answer", row.get("answer_audio_path"))]

@@ -9,7 +9,7 @@ import polars as pl
 
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
-from sdscore.corpus.schemas import manifest_spec
+from sdscore.corpus.builtin_specs import manifest_spec
 from sdscore.metrics._inputs import error_mask
 from sdscore.metrics.preference import correct_column, margin_buckets, reward_summary
 from sdscore.protocols.reward.judge_positions import position_summary

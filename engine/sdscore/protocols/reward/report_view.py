@@ -72,3 +72,11 @@ def build(ctx: ViewContext) -> tuple[Table, list]:
         blocks += extreme_items(finder, results, gap, "|chosen − rejected reward|", _facts,
                                 ("Most confident pairs (widest reward gap)", "Least confident pairs (narrowest gap)"))
     return headline, blocks
+
+
+def clip_paths(row: dict) -> list[tuple[str, str | None]]:
+    """The audio worth hearing for one reward pair: each side's last turn."""
+    from sdscore.report.html.items import last_audio
+
+    return [("chosen, last turn", last_audio(row.get("chosen"))),
+            ("rejected, last turn", last_audio(row.get("rejected")))]

@@ -2,10 +2,8 @@
 ones, each with its audio, found in the manifest the results were scored from.
 
 The manifest is the one given, else the one the results' provenance names (runtime/provenance.py);
-rows are matched by the protocol's id column. Confidence per protocol: reward |chosen − rejected|;
-consistency the distance of the decisive turn score (lowest similarity, or highest centroid
-distance) from the threshold; judge has none, so its items are the disagreements with the human
-overall label; naturalness ranks answers by DNSMOS OVRL (worst and best rated).
+rows are matched by the manifest spec's id column, and each protocol's report view says which of a
+row's audio is worth hearing (its clip_paths) and how its items rank; nothing here knows a protocol.
 """
 
 from __future__ import annotations
@@ -16,12 +14,10 @@ from pathlib import Path
 
 import polars as pl
 
+from sdscore.corpus.schemas import ManifestSpec
 from sdscore.report.html.elements import Clip, Item, ItemList
 from sdscore.report.html.embedding import AudioEmbedder
 
-#: The id column of each protocol's results.
-ID_COLUMNS = {"reward": "pair_id", "judge": "item_id", "consistency": "instance_id", "naturalness": "item_id",
-              "arena": "battle_id"}
 #: Shown per list.
 MAX_FAILED = 50
 FAILED_WITH_AUDIO = 10
@@ -37,7 +33,11 @@ def failed_rows(results: pl.DataFrame) -> pl.DataFrame:
     return results.filter(error.is_not_null() & (error.str.strip_chars() != ""))
 
 
-def manifest_rows(protocol: str, manifest: str | os.PathLike | None) -> dict[str, dict] | str:
+#: (label, audio path) of the clips worth hearing for one manifest row
+ClipPaths = Callable[[dict], list[tuple[str, str | None]]]
+
+
+def manifest_rows(spec: ManifestSpec, manifest: str | os.PathLike | None) -> dict[str, dict] | str:
     """id → manifest row (audio paths absolute), or why there is none."""
     from sdscore.corpus import read_manifest
     from sdscore.errors import ManifestError
@@ -47,51 +47,36 @@ def manifest_rows(protocol: str, manifest: str | os.PathLike | None) -> dict[str
     if not Path(manifest).is_file():
         return f"manifest {manifest} is not there any more, so the items' audio cannot be found"
     try:
-        frame = read_manifest(manifest, protocol, errors="collect")
+        frame = read_manifest(manifest, spec, errors="collect")
     except (ManifestError, ValueError, OSError) as error:
         return f"manifest {manifest} cannot be read: {error}"
-    column = ID_COLUMNS[protocol]
+    column = spec.id_column
     rows: dict[str, dict] = {}
     for row in frame.iter_rows(named=True):
         rows.setdefault(str(row[column]), row)
     return rows
 
 
-def _last_audio(turns) -> str | None:
+def last_audio(turns) -> str | None:
+    """The audio path of the last turn that has one (reward pairs' chosen/rejected turn lists)."""
     paths = [t.get("audio_path") for t in turns or () if t and t.get("audio_path")]
     return paths[-1] if paths else None
-
-
-def clip_paths(protocol: str, row: dict) -> list[tuple[str, str | None]]:
-    """(label, path) of the audio worth hearing for one manifest row."""
-    if protocol == "reward":
-        return [("chosen, last turn", _last_audio(row.get("chosen"))),
-                ("rejected, last turn", _last_audio(row.get("rejected")))]
-    if protocol == "judge":
-        clips = [("instruction", row.get("instruction_path"))] if row.get("instruction_path") else []
-        return clips + [("response 1", row.get("audio1_path")), ("response 2", row.get("audio2_path"))]
-    if protocol == "consistency":
-        clips = [(f"turn {i}", p) for i, p in enumerate(row.get("turn_paths") or ())]
-        clips += [(f"candidate {i} ({s})", p) for i, (p, s) in
-                  enumerate(zip(row.get("candidate_paths") or (), row.get("candidate_scenarios") or ()))]
-        return clips[:MAX_CLIPS]
-    if protocol == "naturalness":
-        return [("question", row.get("audio_path")), ("answer", row.get("answer_audio_path"))]
-    return []
 
 
 class ItemFinder:
     """Builds Items from results rows: facts from the row, clips from the manifest row of the same id."""
 
-    def __init__(self, protocol: str, manifest: dict[str, dict] | str, embedder: AudioEmbedder):
-        self.protocol, self.manifest, self.embedder = protocol, manifest, embedder
+    def __init__(self, spec: ManifestSpec, clip_paths: ClipPaths, manifest: dict[str, dict] | str,
+                 embedder: AudioEmbedder):
+        """spec: the manifest's (its id column matches rows); clip_paths: the view's choice of a row's clips."""
+        self.spec, self.clip_paths, self.manifest, self.embedder = spec, clip_paths, manifest, embedder
 
     @property
     def audio_note(self) -> str:
         return self.manifest if isinstance(self.manifest, str) else ""
 
     def item(self, row: dict, facts: list[tuple[str, str]], with_audio: bool = True) -> Item:
-        item_id = str(row.get(ID_COLUMNS[self.protocol]))
+        item_id = str(row.get(self.spec.id_column))
         error = row.get("error")
         clips: list[Clip] = []
         if with_audio and isinstance(self.manifest, dict):
@@ -99,7 +84,7 @@ class ItemFinder:
             if source is None:
                 clips.append(Clip("audio", None, "", missing=f"id {item_id!r} is not in the manifest"))
             else:
-                clips = [self.embedder.clip(label, path) for label, path in clip_paths(self.protocol, source)]
+                clips = [self.embedder.clip(label, path) for label, path in self.clip_paths(source)[:MAX_CLIPS]]
         return Item(item_id, facts, error if error else None, clips)
 
 
