@@ -294,7 +294,7 @@ sys.exit(main())
 """
 
 
-@pytest.mark.parametrize("module", ["polars", "sdscore.protocols.mode_options"])
+@pytest.mark.parametrize("module", ["polars", "sdscore.runtime.settings"])
 def test_ctrl_c_while_starting_exits_130_without_a_traceback(tmp_path, module):
     """polars loads with `sdscore.cli`; the protocols' options load while the parser is built."""
     import subprocess

@@ -34,7 +34,9 @@ from sdscore.llm_judges.reply_error import ReplyError
 from sdscore.llm_judges.scoring_jobs import judge_job
 from sdscore.protocols.arena.choices import ORDERS
 from sdscore.protocols.arena.judge_prompt import load_arena_prompt
+from sdscore.protocols.arena.settings import ArenaJudgeSettings
 from sdscore.runtime.scorer import ScoringJob
+from sdscore.runtime.settings import build
 
 AB, BA = "ab", "ba"
 #: one output row per battle
@@ -65,27 +67,20 @@ def battle_verdict(order: str, answer: str) -> str:
 
 
 class ArenaAudioJudgeScorer:
-    """Settings: model, base_url (or SDSCORE_JUDGE_BASE_URL / OPENAI_BASE_URL), orders, allow_ties,
-    prompt_file, seed (of orders="random"); concurrency, cache_dir (replies, keyed by request content),
-    timeout_s, prices; audio_rate (Hz the clips are sent at), max_request_bytes, max_audio_seconds
-    (longer files fail their rows; 0: no cap)."""
+    """Settings: ArenaJudgeSettings (model, base_url, orders, allow_ties, prompt_file, seed; the endpoint,
+    cache, parallelism, deadline and audio limits of AudioJudgeConfig)."""
 
-    def __init__(self, model: str, base_url: str | None = None, *, orders: str = "both", allow_ties: bool = False,
-                 prompt_file: str | os.PathLike | None = None, seed: int = 0, concurrency: int = 8,
-                 cache_dir: str | os.PathLike | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 prices: Mapping[str, Price] | None = None, audio_rate: int = DEFAULT_AUDIO_RATE,
-                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-                 max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS):
-        if orders not in ORDERS:
-            raise ValueError(f"orders must be one of {list(ORDERS)}, got {orders!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"seed must be an integer, got {seed!r}")
-        self.prompt = load_arena_prompt(prompt_file, allow_ties)
-        self.model, self.orders, self.allow_ties, self.seed = model, orders, allow_ties, seed
-        self.audio_rate, self.max_request_bytes = audio_rate, max_request_bytes
-        self.max_audio_seconds = max_audio_seconds or None
-        self.client = judge_client(model, base_url, concurrency=concurrency, cache_dir=cache_dir, timeout_s=timeout_s,
-                                   prices=prices, json_mode=False)
+    settings_class = ArenaJudgeSettings
+
+    def __init__(self, *args: Any, **settings: Any):
+        """Positional settings fill model, base_url; see ArenaJudgeSettings (checked: SettingsError)."""
+        s = build(ArenaJudgeSettings, *args, **settings)
+        self.prompt = load_arena_prompt(s.prompt_file, s.allow_ties)
+        self.model, self.orders, self.allow_ties, self.seed = s.model, s.orders, s.allow_ties, s.seed
+        self.audio_rate, self.max_request_bytes = s.audio_rate, s.max_request_bytes
+        self.max_audio_seconds = s.max_audio_seconds or None
+        self.client = judge_client(s.model, s.base_url, concurrency=s.concurrency, cache_dir=s.cache_dir,
+                                   timeout_s=s.timeout_s, prices=s.prices, json_mode=False)
 
     def _orders_of(self, battle_id: str) -> list[str]:
         if self.orders == "both":
