@@ -159,6 +159,25 @@ OLD_RECORDS = [
      {"allow_ties": True, "audio_rate": 24000, "base_url": URL, "max_audio_seconds": 30.0,
       "max_request_bytes": 1000, "model": "judge-7b", "orders": "random", "prices": None, "prompt_file": None,
       "seed": 7}),
+    ("consistency", [], "sdscore.protocols.consistency.protocol:ConsistencyScorer",
+     {"embedder": "ge2e", "max_audio_seconds": 600.0, "method": "pairwise", "model_dir": None, "threshold": 0.56}),
+    ("consistency", ["--embedder", "ecapa", "--model-dir", "/tmp/ecapa", "--method", "centroid-raw", "--threshold",
+                     "0.25", "--cache-dir", "/tmp/c", "--max-audio-seconds", "12"],
+     "sdscore.protocols.consistency.protocol:ConsistencyScorer",
+     {"embedder": "ecapa", "max_audio_seconds": 12.0, "method": "centroid-raw", "model_dir": "/tmp/ecapa",
+      "threshold": 0.25}),
+    ("consistency", ["--judge", "openai", "--model", "m", "--base-url", URL],
+     "sdscore.protocols.consistency.lalm_scorer:LalmConsistencyScorer",
+     {"audio_rate": 16000, "base_url": URL, "max_audio_seconds": 600.0, "max_request_bytes": 20971520, "model": "m",
+      "per_turn": False, "permutations": "one", "prices": None, "prompt_file": None, "reference": True, "seed": 0,
+      "task": "auto", "text_context": False}),
+    ("consistency", ["--judge", "openai", "--model", "lalm", "--base-url", URL, "--task", "ranking", "--per-turn",
+                     "--permutations", "all", "--concurrency", "2", "--timeout", "5", "--audio-rate", "8000",
+                     "--max-request-bytes", "999", "--max-audio-seconds", "0", "--cache-dir", "/tmp/c"],
+     "sdscore.protocols.consistency.lalm_scorer:LalmConsistencyScorer",
+     {"audio_rate": 8000, "base_url": URL, "max_audio_seconds": 0.0, "max_request_bytes": 999, "model": "lalm",
+      "per_turn": True, "permutations": "all", "prices": None, "prompt_file": None, "reference": True, "seed": 0,
+      "task": "ranking", "text_context": False}),
 ]
 
 
@@ -185,3 +204,18 @@ def test_arena_options_keep_their_flags_and_defaults():
     with pytest.raises(SettingsError, match="--seed is for --orders random"):
         protocol("arena").options().score_settings(parser.parse_args(["--judge", "openai", "--model", "m",
                                                                         "--seed", "2"]))
+
+
+def test_consistency_options_keep_their_flags_and_mode_checks():
+    parser = argparse.ArgumentParser(add_help=False)
+    options = protocol("consistency").options()
+    options.add_score_options(parser)
+    flags = {flag: action for action in parser._actions for flag in action.option_strings}
+    assert flags["--no-reference"].dest == "reference" and flags["--with-text-context"].dest == "text_context"
+    assert flags["--judge"].default == "embedding" and flags["--embedder"].choices == ["ge2e", "ecapa", "wavlm"]
+    settings = options.score_settings(parser.parse_args(["--judge", "openai", "--no-reference", "--with-text-context"]))
+    assert settings["reference"] is False and settings["text_context"] is True
+    with pytest.raises(SettingsError, match="--base-url is for --judge openai; with --judge embedding it would be"):
+        options.score_settings(parser.parse_args(["--base-url", URL]))
+    with pytest.raises(SettingsError, match="--seed is for --permutations one; with --permutations all"):
+        options.score_settings(parser.parse_args(["--judge", "openai", "--permutations", "all", "--seed", "1"]))

@@ -6,46 +6,42 @@ It writes the same RESULTS columns as the embedding methods (method "lalm", mode
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
+from typing import Any
 
 import polars as pl
 
-from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
 from sdscore.corpus import CONSISTENCY_INSTANCES
-from sdscore.llm_judges.audio_request import DEFAULT_AUDIO_RATE, DEFAULT_MAX_REQUEST_BYTES
-from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S, Price, judge_client
+from sdscore.llm_judges.client import judge_client
 from sdscore.protocols.consistency.lalm_judge import LalmConsistencyJudge
 from sdscore.protocols.consistency.protocol import RESULTS, candidate_problem, with_manifest_columns
+from sdscore.protocols.consistency.settings import LalmConsistencySettings
+from sdscore.runtime.settings import build
 
 LALM_METHOD = "lalm"
 
 
 class LalmConsistencyScorer:
-    """Settings: model, base_url (or SDSCORE_JUDGE_BASE_URL / OPENAI_BASE_URL), task, reference,
-    text_context, per_turn, permutations, seed, prompt_file (LalmConsistencyJudge's); concurrency,
-    cache_dir (replies, keyed by request content), timeout_s, prices; audio_rate (Hz the clips are sent
-    at), max_request_bytes, max_audio_seconds (longer files fail their rows; 0: no cap)."""
+    """Settings: LalmConsistencySettings (task, reference, text_context, per_turn, permutations, seed, and the
+    endpoint, cache, parallelism, deadline and audio limits of AudioJudgeConfig)."""
 
-    def __init__(self, model: str, base_url: str | None = None, *, task: str = "auto", reference: bool = True,
-                 text_context: bool = False, per_turn: bool = False, permutations: str = "one", seed: int = 0,
-                 prompt_file: str | os.PathLike | None = None, concurrency: int = 8,
-                 cache_dir: str | os.PathLike | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 prices: Mapping[str, Price] | None = None, audio_rate: int = DEFAULT_AUDIO_RATE,
-                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-                 max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS):
-        client = judge_client(model, base_url, concurrency=concurrency, cache_dir=cache_dir, timeout_s=timeout_s,
-                              prices=prices, json_mode=False)
+    settings_class = LalmConsistencySettings
+
+    def __init__(self, *args: Any, **settings: Any):
+        """Positional settings fill model, base_url; see LalmConsistencySettings (checked: SettingsError)."""
+        s = build(LalmConsistencySettings, *args, **settings)
+        client = judge_client(s.model, s.base_url, concurrency=s.concurrency, cache_dir=s.cache_dir,
+                              timeout_s=s.timeout_s, prices=s.prices, json_mode=False)
         try:
             self.judge = LalmConsistencyJudge(
-                client, task, reference=reference, text_context=text_context, per_turn=per_turn,
-                permutations=permutations, seed=seed, prompt_file=None if prompt_file is None else str(prompt_file),
-                audio_rate=audio_rate, max_request_bytes=max_request_bytes, max_audio_seconds=max_audio_seconds or None,
+                client, s.task, reference=s.reference, text_context=s.text_context, per_turn=s.per_turn,
+                permutations=s.permutations, seed=s.seed,
+                prompt_file=None if s.prompt_file is None else str(s.prompt_file), audio_rate=s.audio_rate,
+                max_request_bytes=s.max_request_bytes, max_audio_seconds=s.max_audio_seconds or None,
             )
         except Exception:
             client.close()
             raise
-        self.model = model
+        self.model = s.model
 
     def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
         frame = with_manifest_columns(rows)

@@ -14,14 +14,13 @@ the LALM judge's is in lalm_scorer.py, evaluation in evaluation.py.
 from __future__ import annotations
 
 import math
-import os
+from typing import Any
 
 import numpy as np
 import polars as pl
 import torch
 
 from sdscore import kernels
-from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
 from sdscore.corpus import CONSISTENCY_INSTANCES
 from sdscore.features.speaker import SpeakerEmbedder
 from sdscore.metrics.consistency import (
@@ -30,6 +29,8 @@ from sdscore.metrics.consistency import (
 )
 from sdscore.progress import Progress
 from sdscore.protocols.consistency.choices import EMBEDDER_THRESHOLDS, METHODS
+from sdscore.protocols.consistency.settings import ConsistencySettings
+from sdscore.runtime.settings import build
 
 #: the kernels' output each method reads
 _KERNEL_OUTPUT = {"pairwise": "pairwise", "centroid": "centroid", "centroid-raw": "centroid", "reference": "reference"}
@@ -256,17 +257,16 @@ def sweep_thresholds(results: pl.DataFrame, thresholds=SWEEP) -> pl.DataFrame:
 class ConsistencyScorer:
     """The consistency protocol's Scorer: one speaker embedder (loaded once), one method.
 
-    Settings: embedder (ge2e | ecapa | wavlm), method, threshold (default: check_method), model_dir
-    (ecapa, wavlm folders), cache_dir (embedding cache keyed by audio content), max_audio_seconds
-    (longer audio files fail their rows; 0: no cap)."""
+    Settings: ConsistencySettings (embedder, method, threshold, model_dir, cache_dir, max_audio_seconds)."""
 
-    def __init__(self, embedder: str = "ge2e", method: str = "pairwise", threshold: float | None = None,
-                 model_dir: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
-                 max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS):
-        self.method = method
-        self.threshold = check_method(method, threshold, embedder)
-        self.embedder = SpeakerEmbedder(embedder, model_dir, cache_dir=cache_dir,
-                                        max_audio_seconds=max_audio_seconds)
+    settings_class = ConsistencySettings
+
+    def __init__(self, *args: Any, **settings: Any):
+        s = build(ConsistencySettings, *args, **settings)
+        self.method = s.method
+        self.threshold = check_method(s.method, s.threshold, s.embedder)
+        self.embedder = SpeakerEmbedder(s.embedder, s.model_dir, cache_dir=s.cache_dir,
+                                        max_audio_seconds=s.max_audio_seconds)
 
     def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
         return score_consistency(rows, self.embedder, self.method, self.threshold)
