@@ -281,7 +281,7 @@ def test_an_output_that_cannot_be_replaced_is_one_message_after_scoring(tmp_path
 
 _INTERRUPT_ON_IMPORT = """
 import builtins, os, signal, sys
-sys.argv = ["sdscore", "score", "arena", {manifest!r}, "--out", {out!r}]
+sys.argv = ["sdscore", "score", "arena", {manifest!r}, "--out", {out!r}, "--judge", "openai", "--model", "m"]
 real_import, fired = builtins.__import__, []
 def interrupting_import(name, *args, **kwargs):
     if name == {module!r} and not fired:
@@ -296,7 +296,7 @@ sys.exit(main())
 
 @pytest.mark.parametrize("module", ["polars", "sdscore.runtime.settings"])
 def test_ctrl_c_while_starting_exits_130_without_a_traceback(tmp_path, module):
-    """polars loads with `sdscore.cli`; the protocols' options load while the parser is built."""
+    """polars loads when the command starts to run (after parsing); the settings module while the parser is built."""
     import subprocess
     import sys
 
