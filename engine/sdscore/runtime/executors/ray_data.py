@@ -27,13 +27,14 @@ Ray: an instance already initialised in this process is used as it is; otherwise
 ("auto", "ray://host:port", ...) is connected to, or a local instance is started with enough
 logical CPUs for the actors plus the readers (so fractional actors never starve the read tasks on
 a small machine). A local instance is left running for the next run in this process (Ray stops it
-at exit). Each actor gets max(1, floor(num_cpus_per_actor)) compute threads (OpenMP, torch).
+at exit); a watchdog (ray_watchdog) stops it within seconds when this process is killed instead. Each actor gets max(1, floor(num_cpus_per_actor)) compute threads (OpenMP, torch).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 import pickle
 import re
 from collections.abc import Iterator
@@ -47,6 +48,7 @@ from sdscore import errors
 from sdscore.errors import SdscoreError
 from sdscore.runtime.executors.local import close_scorer
 from sdscore.runtime.executors.processes import limit_threads, usable_cores
+from sdscore.runtime.executors.ray_watchdog import RayInstanceWatch
 from sdscore.runtime.manifest_windows import ManifestWindows, WindowReader
 from sdscore.runtime.scorer import ScoringJob, check_results
 
@@ -251,6 +253,42 @@ def _quiet_ray_data(ray):
         data_logger.setLevel(saved_level)
 
 
+#: The watchdog of the local Ray instance this process started last (see ray_watchdog).
+_WATCH: RayInstanceWatch | None = None
+
+
+@contextmanager
+def _watched_local_start(ray):
+    """Start a watchdog that stops the local instance `ray.init` starts in the block once this
+    process is gone, even killed (Linux; elsewhere Ray's own clean-up only). The processes Ray
+    starts carry the watchdog's token in their environment, and it learns the instance's session
+    folder; when `ray.init` joined a running instance instead (RAY_ADDRESS, a `ray start` cluster),
+    none does and the watchdog is let go."""
+    global _WATCH
+    if not (hasattr(os, "pidfd_open") and os.path.isdir("/proc")):
+        yield
+        return
+    if _WATCH is not None:  # this process's previous instance, already shut down (ray is not initialised)
+        _WATCH.close()
+        _WATCH = None
+    watch = RayInstanceWatch.start()
+    try:
+        with watch.marking_environment():
+            yield
+    except BaseException:
+        watch.close()  # stops what a failed start left behind
+        raise
+    node = getattr(getattr(ray, "_private", None), "worker", None)
+    node = getattr(node, "_global_node", None)
+    if node is not None and getattr(node, "head", True) is False:  # joined, not started
+        watch.close()
+        return
+    session = getattr(node, "get_session_dir_path", None)
+    if callable(session):
+        watch.tell_session(session())
+    _WATCH = watch
+
+
 class RayExecutor:
     """`workers` Scorer actors on a Ray cluster (or a local Ray), fed and drained by Ray Data."""
 
@@ -295,10 +333,11 @@ class RayExecutor:
         if ray.is_initialized():
             return
         quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
-        if self.address:
+        if self.address:  # a cluster of the user's: nothing of it is ours to stop
             ray.init(address=self.address, **quiet)
-        else:
-            needed = self.workers * self.num_cpus_per_actor + 1  # the actors, and a core for readers
+            return
+        needed = self.workers * self.num_cpus_per_actor + 1  # the actors, and a core for readers
+        with _watched_local_start(ray):
             ray.init(num_cpus=max(usable_cores(), math.ceil(needed)), include_dashboard=False, **quiet)
 
     def _check_resources(self, ray) -> None:
