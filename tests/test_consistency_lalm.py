@@ -326,7 +326,8 @@ def test_scoring_job_checks_lalm_settings_up_front(monkeypatch, tmp_path):
     job = scoring_job(judge="openai", model="m", task="ranking", permutations="all", cache_dir=tmp_path)
     assert job.scorer is LalmConsistencyScorer and job.settings["base_url"] == "http://127.0.0.1:9/v1"
     assert job.score_settings()["permutations"] == "all" and "cache_dir" not in job.score_settings()
-    assert scoring_job(method="centroid-raw").settings == {"method": "centroid-raw"}
+    # the threshold in force is recorded (the method's default here), so --resume never mixes two defaults
+    assert scoring_job(method="centroid-raw").settings == {"method": "centroid-raw", "threshold": 0.3}
 
 
 def test_user_prompt_file_on_the_command_line(clips, tmp_path):
