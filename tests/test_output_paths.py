@@ -354,6 +354,19 @@ def test_plan_refuses_nested_outputs_and_inputs_under_another_name(tmp_path):
         (tmp_path / "ro").chmod(0o700)
 
 
+def test_a_symlinked_output_is_never_replaced_even_with_overwrite(tmp_path):
+    """Found by the CLI fuzz: `eval reward ... --report link.jsonl --overwrite` swapped a user's symlink
+    (pointing at a file that is not an input of that command) for a plain file."""
+    target = tmp_path / "pairs.jsonl"
+    target.write_text("{}\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    for overwrite in (False, True):
+        with pytest.raises(OutputPathError, match=r"link\.jsonl: --report is a symbolic link; it is never replaced"):
+            OutputPlan(overwrite=overwrite).file(link, "--report")
+    assert link.is_symlink() and target.read_text() == "{}\n"
+
+
 def test_staged_folder_leaves_the_old_output_when_the_work_fails(tmp_path):
     target = tmp_path / "out"
     with staged_folder(target, command="test") as stage:

@@ -9,7 +9,8 @@ and only then starts. The rules:
   same run. Paths are compared after resolving symlinks, and existing files by (st_dev, st_ino),
   so a symlink or a hard link to the input is the input.
 - An existing file is replaced only with ``overwrite`` (``--overwrite``); the new one is written
-  under a temp name in the same folder and renamed over it (atomic_write.py).
+  under a temp name in the same folder and renamed over it (atomic_write.py). A symbolic link is
+  never replaced (the rename would swap the link for a file behind its owner's back).
 - A folder output is built in a hidden temp folder beside it and renamed into place
   (`staged_folder`). It then holds a marker file, `.sdscore-output.json`, naming sdscore, the
   command and every file written there. An existing folder is replaced only when it is empty, or
@@ -181,6 +182,9 @@ class OutputPlan:
         raw, resolved = self._common(path, option)
         if os.path.isdir(raw):
             raise OutputPathError(f"{raw}: {option} is a folder; give {option} a file path")
+        if os.path.islink(raw):
+            raise OutputPathError(f"{raw}: {option} is a symbolic link; it is never replaced, even with --overwrite "
+                                  f"(give the path it points to, or another path)")
         if os.path.lexists(raw) and not self.overwrite:
             raise OutputPathError(f"{raw}: {option} exists; pass --overwrite to replace it, or choose another path")
         if os.path.lexists(raw) and not os.path.isfile(raw):
