@@ -69,3 +69,23 @@ class ShortScorer(ToyScorer):
 
     def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
         return super().__call__(rows).head(max(0, rows.height - 1))
+
+
+class GatedScorer(ToyScorer):
+    """ToyScorer that, when $SDSCORE_TOY_GATE names a file, scores $SDSCORE_TOY_GATE_WINDOWS windows and
+    then waits for that file before the next one: a run that stays midway until the test kills it (no
+    race between the run finishing and the kill)."""
+
+    def __init__(self, scale: float = 1.0):
+        super().__init__(scale)
+        self.windows = 0
+
+    def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
+        gate = os.environ.get("SDSCORE_TOY_GATE")
+        if gate and self.windows >= int(os.environ["SDSCORE_TOY_GATE_WINDOWS"]):
+            import time
+
+            while not os.path.exists(gate):
+                time.sleep(0.05)
+        self.windows += 1
+        return super().__call__(rows)

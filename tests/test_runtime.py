@@ -7,7 +7,7 @@ import json
 
 import polars as pl
 import pytest
-from runtime_toy_scorer import FailingScorer, ShortScorer, ToyScorer, write_arena_manifest
+from runtime_toy_scorer import FailingScorer, GatedScorer, ShortScorer, ToyScorer, write_arena_manifest
 
 from sdscore.errors import SdscoreError
 from sdscore.runtime.provenance import read_provenance
@@ -249,3 +249,37 @@ def test_workers_choose_the_processes_executor_and_local_refuses_them(manifest, 
     assert read_provenance(summary.out)["executor"]["name"] == "processes"
     with pytest.raises(ValueError, match="the local executor runs in this process: workers must be 1, got 2"):
         score_manifest(ScoringJob("arena", ToyScorer), manifest, tmp_path / "p.parquet", executor="local", workers=2)
+
+
+def test_kill_9_midway_then_resume_equals_an_uninterrupted_run(manifest, tmp_path):
+    """A run in another process scores two windows and stays in the third until SIGKILL (no cleanup
+    runs, its lock file stays): --resume keeps both shards and gives the uninterrupted run's rows."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    out, parts = tmp_path / "o.parquet", tmp_path / "o.parquet.parts"
+    env = {**os.environ, "SDSCORE_TOY_GATE": str(tmp_path / "never"), "SDSCORE_TOY_GATE_WINDOWS": "2",
+           "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import sys\nfrom runtime_toy_scorer import GatedScorer\n"
+         "from sdscore.runtime.run import score_manifest\nfrom sdscore.runtime.scorer import ScoringJob\n"
+         "score_manifest(ScoringJob('arena', GatedScorer), sys.argv[1], sys.argv[2], window_rows=6)\n",
+         str(manifest), str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    hang_guard = time.monotonic() + 300  # a run that never writes fails here instead of hanging the suite
+    try:
+        while len(list(parts.glob("part-*.parquet"))) < 2:
+            assert process.poll() is None, f"the run ended (rc {process.returncode}): {process.stderr.read()}"
+            assert time.monotonic() < hang_guard, "no second shard in 300 s"
+            time.sleep(0.05)
+    finally:
+        process.kill()  # SIGKILL: no cleanup runs
+        process.wait()
+    assert not out.exists() and len(list(parts.glob("part-*.parquet"))) == 2
+    assert (tmp_path / "o.parquet.lock").exists()
+    summary = score_manifest(ScoringJob("arena", GatedScorer), manifest, out, window_rows=6, resume=True)
+    assert summary.resumed_shards == 2 and not parts.exists()
+    score_manifest(ScoringJob("arena", ToyScorer), manifest, tmp_path / "full.parquet", window_rows=6)
+    assert pl.read_parquet(out).equals(pl.read_parquet(tmp_path / "full.parquet"))
+    assert pl.read_parquet(out).equals(_expected(manifest))
