@@ -1,6 +1,8 @@
-"""Every protocol's Scorer on the runtime, end to end through `sdscore score`: kill -9 midway and
---resume gives the uninterrupted run's rows; bad rows (a bad label, missing audio, a malformed
-field) keep their place with their error (exit code 1); the processes executor equals local."""
+"""Every protocol's Scorer on the runtime, end to end through `sdscore score`, once per protocol: bad
+rows (a bad label, missing audio, a malformed field, a clip over the cap) keep their place with their
+error (exit code 1); Ctrl-C midway and --resume gives the uninterrupted run's rows; the processes and
+Ray executors equal local. The runtime's own mechanics (windows, shards, kill -9 and resume, locks,
+executors) are tested on a toy Scorer in test_runtime.py, test_runtime_ray.py and test_hardening_results.py."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import importlib.util
 import json
 import subprocess
 import sys
-import time
 
 import polars as pl
 import pytest
@@ -24,29 +25,13 @@ PROTOCOLS = {
     "judge": ("judge_items.parquet", "item_id", ["--judge", "rule"]),
     "naturalness": ("naturalness.parquet", "item_id", ["--jobs", "1"]),
 }
-#: Scorer class each protocol's `score` runs (slowed down in the process that gets killed)
+#: Scorer class each protocol's `score` runs (interrupted midway by the end-to-end test)
 SCORERS = {
     "reward": "sdscore.protocols.reward.scoring:RewardPairsScorer",
     "consistency": "sdscore.protocols.consistency.protocol:ConsistencyScorer",
     "judge": "sdscore.protocols.judge.scorer:JudgeScorer",
     "naturalness": "sdscore.protocols.naturalness.scorer:NaturalnessScorer",
 }
-#: `sdscore score` with each window's scoring slowed by 0.3 s, so a SIGKILL lands between shards
-SLOWED_CLI = """
-import importlib, sys, time
-module, name = sys.argv[1].split(":")
-scorer = getattr(importlib.import_module(module), name)
-real = scorer.__call__
-def slowed(self, rows):
-    out = real(self, rows)
-    time.sleep(0.3)
-    return out
-scorer.__call__ = slowed
-from sdscore.cli import main
-sys.exit(main(sys.argv[2:]))
-"""
-
-
 def _absolute_manifest(corpus, protocol, folder):
     """The corpus manifest with absolute audio paths, as JSONL rows (so bad rows can be appended)."""
     name, _, _ = PROTOCOLS[protocol]
@@ -91,57 +76,18 @@ def _bad_rows(protocol, good, folder):
 
 @pytest.fixture(scope="module")
 def manifests(tiny_corpus, tmp_path_factory):
-    """Per protocol: a JSONL manifest of the corpus rows with three bad rows in the middle."""
+    """Per protocol: a JSONL manifest of the corpus rows with three bad rows and a 25.5-s clip (row "long")
+    in the middle."""
     folder = tmp_path_factory.mktemp("runtime-protocols")
+    long_clip = _long_clip(folder / "long.wav", 25.5)
     out = {}
     for protocol in PROTOCOLS:
         rows = _absolute_manifest(tiny_corpus, protocol, folder)
         bad = _bad_rows(protocol, rows[0], folder)
-        out[protocol] = _write_jsonl(folder / f"{protocol}.jsonl", rows[:3] + bad + rows[3:])
+        long_row = _with_audio(protocol, rows[1], long_clip)
+        long_row[PROTOCOLS[protocol][1]] = "long"
+        out[protocol] = _write_jsonl(folder / f"{protocol}.jsonl", rows[:3] + bad + [long_row] + rows[3:])
     return out
-
-
-@pytest.mark.parametrize("protocol", list(PROTOCOLS))
-def test_bad_rows_keep_their_place_with_their_error(protocol, manifests, tmp_path, capsys):
-    _, id_column, options = PROTOCOLS[protocol]
-    out = tmp_path / "out.parquet"
-    assert main(["score", protocol, str(manifests[protocol]), "--out", str(out), *options]) == 1
-    results = pl.read_parquet(out)
-    manifest_ids = [json.loads(line)[id_column] for line in open(manifests[protocol], encoding="utf-8")]
-    assert results[id_column].to_list() == manifest_ids
-    errors = dict(zip(results[id_column], results["error"]))
-    assert any(bad in errors["bad-label"] for bad in ("sideways", "sorting", "'3'", "'soon'"))
-    assert "no-such-clip.wav" in errors["bad-audio"]
-    assert errors["bad-field"] is not None
-    good = [i for i in manifest_ids if not i.startswith("bad-")]
-    assert all(errors[i] is None for i in good), {i: errors[i] for i in good if errors[i]}
-    assert "with errors" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("protocol", list(PROTOCOLS))
-def test_sigkill_midway_then_resume_equals_an_uninterrupted_run(protocol, manifests, tmp_path):
-    _, id_column, options = PROTOCOLS[protocol]
-    manifest = str(manifests[protocol])
-    full, out = tmp_path / "full.parquet", tmp_path / "out.parquet"
-    args = ["score", protocol, manifest, "--window-rows", "2", *options]
-    assert main([*args, "--out", str(full)]) == 1  # the bad rows fail
-    parts = tmp_path / "out.parquet.parts"
-    process = subprocess.Popen([sys.executable, "-c", SLOWED_CLI, SCORERS[protocol], *args, "--out", str(out)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 180
-    while len(list(parts.glob("part-*.parquet"))) < 2:
-        assert process.poll() is None, f"the run ended (rc {process.returncode}) before it could be killed"
-        assert time.monotonic() < deadline, "no shard written in 180 s"
-        time.sleep(0.02)
-    process.kill()  # SIGKILL: no cleanup runs
-    process.wait()
-    written = len(list(parts.glob("part-*.parquet")))
-    assert not out.exists() and 2 <= written < len(open(manifest, encoding="utf-8").readlines()) / 2
-    assert main([*args, "--out", str(out), "--resume"]) == 1
-    resumed, expected = pl.read_parquet(out), pl.read_parquet(full)
-    assert resumed[id_column].n_unique() == resumed.height == expected.height
-    assert resumed.equals(expected)
-    assert not parts.exists()
 
 
 @pytest.fixture(scope="module")
@@ -153,32 +99,78 @@ def ray_after():
         ray.shutdown()
 
 
+def _interrupt_after(monkeypatch, protocol, windows):
+    """The protocol's Scorer raises KeyboardInterrupt (Ctrl-C) when asked for window windows + 1."""
+    module, name = SCORERS[protocol].split(":")
+    scorer = getattr(importlib.import_module(module), name)
+    real, calls = scorer.__call__, []
+
+    def interrupted(self, rows):
+        calls.append(rows.height)
+        if len(calls) > windows:
+            raise KeyboardInterrupt
+        return real(self, rows)
+
+    monkeypatch.setattr(scorer, "__call__", interrupted)
+    return calls
+
+
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))
-def test_processes_and_ray_executors_equal_local(protocol, manifests, tmp_path, ray_after):
-    _, _, options = PROTOCOLS[protocol]
-    local, processes, ray = tmp_path / "local.parquet", tmp_path / "processes.parquet", tmp_path / "ray.parquet"
-    args = ["score", protocol, str(manifests[protocol]), "--window-rows", "3", *options]
-    assert main([*args, "--out", str(local)]) == 1
+def test_end_to_end_bad_rows_cap_interrupt_resume_and_executors(protocol, manifests, tmp_path, monkeypatch, capsys,
+                                                                ray_after):
+    """The real Scorer, one manifest, windows of 2 rows and an audio cap of 25 s:
+    - bad rows (a bad label, missing audio, a malformed field) keep their place with their error (exit
+      code 1), and the 25.5-s clip fails its own row with a message naming the cap, which is recorded;
+    - Ctrl-C in the third window exits 130 with how to resume, keeping the finished windows' shards and
+      no lock; --resume then gives the uninterrupted run's rows (kill -9 midway is runtime_toy_scorer's,
+      tests/test_runtime.py);
+    - the processes and Ray executors give the local run's rows."""
+    from sdscore.runtime.provenance import read_provenance
+
+    _, id_column, options = PROTOCOLS[protocol]
+    manifest = str(manifests[protocol])
+    full, out = tmp_path / "full.parquet", tmp_path / "out.parquet"
+    args = ["score", protocol, manifest, "--window-rows", "2", "--max-audio-seconds", "25", *options]
+    capsys.readouterr()
+    assert main([*args, "--out", str(full)]) == 1  # the bad rows fail
+    assert "with errors" in capsys.readouterr().err
+    results = pl.read_parquet(full)
+    manifest_ids = [json.loads(line)[id_column] for line in open(manifest, encoding="utf-8")]
+    assert results[id_column].to_list() == manifest_ids
+    errors = dict(zip(results[id_column], results["error"]))
+    assert any(bad in errors["bad-label"] for bad in ("sideways", "sorting", "'3'", "'soon'"))
+    assert "no-such-clip.wav" in errors["bad-audio"]
+    assert errors["bad-field"] is not None
+    assert "long.wav: 25.5 s exceeds the configured cap of 25 s" in errors["long"]
+    good = [i for i in manifest_ids if not i.startswith("bad-") and i != "long"]
+    assert all(errors[i] is None for i in good), {i: errors[i] for i in good if errors[i]}
+    assert read_provenance(full)["settings"]["max_audio_seconds"] == 25
+
+    # Ctrl-C midway, then --resume
+    parts = tmp_path / "out.parquet.parts"
+    with monkeypatch.context() as patch:
+        calls = _interrupt_after(patch, protocol, windows=2)
+        assert main([*args, "--out", str(out)]) == 130
+    assert len(calls) == 3
+    assert "interrupted (finished windows are kept: rerun with --resume to continue)" in capsys.readouterr().err
+    written = len(list(parts.glob("part-*.parquet")))
+    assert not out.exists() and not (tmp_path / "out.parquet.lock").exists()
+    assert 2 <= written < len(manifest_ids) / 2
+    assert main([*args, "--out", str(out), "--resume"]) == 1
+    resumed = pl.read_parquet(out)
+    assert resumed[id_column].n_unique() == resumed.height == results.height
+    assert resumed.equals(results)
+    assert not parts.exists()
+
+    # the processes and Ray executors equal local
+    processes, ray = tmp_path / "processes.parquet", tmp_path / "ray.parquet"
     assert main([*args, "--out", str(processes), "--workers", "2"]) == 1
     # workers run one BLAS thread each, this process two: fp32 sums may round differently
-    assert_frame_equal(pl.read_parquet(processes), pl.read_parquet(local), check_exact=False, rel_tol=0, abs_tol=1e-6)
+    assert_frame_equal(pl.read_parquet(processes), results, check_exact=False, rel_tol=0, abs_tol=1e-6)
     if importlib.util.find_spec("ray") is None:
         pytest.skip("ray is not installed (pip install sdscore[ray])")
     assert main([*args, "--out", str(ray), "--ray", "--workers", "2"]) == 1
-    assert_frame_equal(pl.read_parquet(ray), pl.read_parquet(local), check_exact=False, rel_tol=0, abs_tol=1e-6)
-
-
-def test_ctrl_c_stops_cleanly_and_says_how_to_resume(manifests, tmp_path, monkeypatch, capsys):
-    import sdscore.protocols.reward.scoring as reward_scoring
-
-    def interrupted(self, rows):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(reward_scoring.RewardPairsScorer, "__call__", interrupted)
-    out = tmp_path / "out.parquet"
-    assert main(["score", "reward", str(manifests["reward"]), "--out", str(out)]) == 130
-    assert "interrupted (finished windows are kept: rerun with --resume to continue)" in capsys.readouterr().err
-    assert not out.exists() and not (tmp_path / "out.parquet.lock").exists()
+    assert_frame_equal(pl.read_parquet(ray), results, check_exact=False, rel_tol=0, abs_tol=1e-6)
 
 
 @pytest.mark.parametrize("protocol", ["consistency", "judge", "naturalness"])
@@ -239,9 +231,11 @@ def _with_audio(protocol, row, path):
 
 
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))
-def test_audio_over_the_cap_fails_its_row_and_the_cap_is_recorded(protocol, tiny_corpus, tmp_path):
-    """Every protocol ships a default cap (600 s) on audio file length, set by --max-audio-seconds:
-    a longer file fails its own row with a message naming the cap; the other rows are scored."""
+def test_the_default_cap_is_recorded_and_a_cached_result_does_not_bypass_a_cap(protocol, tiny_corpus, tmp_path):
+    """Every protocol ships a default cap (600 s) on audio file length, set by --max-audio-seconds (the
+    end-to-end test above fails a 25.5-s clip at 25 s): under the default the clip is scored. Embeddings
+    and blueprints are cached by content: a file scored once without a cap must still fail its row when
+    a later run sets one, exactly as if it were decoded again (reward caches nothing)."""
     from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
     from sdscore.runtime.provenance import read_provenance
 
@@ -250,14 +244,16 @@ def test_audio_over_the_cap_fails_its_row_and_the_cap_is_recorded(protocol, tiny
     long_row = _with_audio(protocol, rows[0], _long_clip(tmp_path / "long.wav", 25.5))
     long_row[id_column] = "long"
     manifest = _write_jsonl(tmp_path / "m.jsonl", [long_row, *rows])
-    out = tmp_path / "out.parquet"
-    assert main(["score", protocol, str(manifest), "--out", str(out), "--max-audio-seconds", "25", *options]) == 1
-    errors = dict(zip(*pl.read_parquet(out).select(id_column, "error")))
+    cache = [] if protocol == "reward" else ["--cache-dir", str(tmp_path / "cache")]
+    default, capped = tmp_path / "default.parquet", tmp_path / "capped.parquet"
+    assert main(["score", protocol, str(manifest), "--out", str(default), *cache, *options]) == 0
+    assert read_provenance(default)["settings"]["max_audio_seconds"] == DEFAULT_MAX_AUDIO_SECONDS
+    assert main(["score", protocol, str(manifest), "--out", str(capped), "--max-audio-seconds", "25",
+                 *cache, *options]) == 1
+    errors = dict(zip(*pl.read_parquet(capped).select(id_column, "error")))
     assert "long.wav: 25.5 s exceeds the configured cap of 25 s" in errors["long"]
     assert [errors[r[id_column]] for r in rows] == [None, None]
-    assert read_provenance(out)["settings"]["max_audio_seconds"] == 25
-    assert main(["score", protocol, str(manifest), "--out", str(tmp_path / "default.parquet"), *options]) == 0
-    assert read_provenance(tmp_path / "default.parquet")["settings"]["max_audio_seconds"] == DEFAULT_MAX_AUDIO_SECONDS
+    assert read_provenance(capped)["settings"]["max_audio_seconds"] == 25
 
 
 def test_reward_clips_cut_to_the_model_window_are_scored_with_a_warning(tiny_corpus, tmp_path):
@@ -272,22 +268,6 @@ def test_reward_clips_cut_to_the_model_window_are_scored_with_a_warning(tiny_cor
     turn = len(long_row["chosen"]) - 1
     assert results["warning"].to_list() == [f"chosen: turn {turn} (31.0 s) cut to the model's first 30 s", None]
     assert results["error"].null_count() == 2 and results["chosen_reward"].null_count() == 0
-
-
-@pytest.mark.parametrize("protocol", ["consistency", "judge", "naturalness"])
-def test_a_cached_result_does_not_bypass_the_audio_cap(protocol, tiny_corpus, tmp_path):
-    """Embeddings and blueprints are cached by content: a file scored once without a cap must
-    still fail its row when a later run sets one, exactly as if it were decoded again."""
-    _, id_column, options = PROTOCOLS[protocol]
-    row = _with_audio(protocol, _absolute_manifest(tiny_corpus, protocol, tmp_path)[0],
-                      _long_clip(tmp_path / "long.wav", 25.5))
-    manifest = _write_jsonl(tmp_path / "m.jsonl", [row])
-    cache = ["--cache-dir", str(tmp_path / "cache")]
-    first, second = tmp_path / "first.parquet", tmp_path / "second.parquet"
-    assert main(["score", protocol, str(manifest), "--out", str(first), *cache, *options]) == 0
-    assert main(["score", protocol, str(manifest), "--out", str(second), "--max-audio-seconds", "25",
-                 *cache, *options]) == 1
-    assert "long.wav: 25.5 s exceeds the configured cap of 25 s" in pl.read_parquet(second)["error"][0]
 
 
 def test_a_corrupt_data_page_under_a_good_footer_is_a_message_not_a_traceback(tiny_corpus, tmp_path, capsys):
