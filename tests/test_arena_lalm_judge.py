@@ -286,14 +286,14 @@ def test_cli_score_then_eval_rates_the_judge_beside_the_humans(clips, tmp_path):
 
 
 def test_report_reads_judge_results_with_failed_rows_as_battles(clips, tmp_path):
-    from sdscore.report_document import _read_results
+    from sdscore.report_document import _read_results, views
 
     frame = pl.concat([_battles(clips, PAIRS[:2]), _battles(clips, [("p9", "loud", "mid")], audio=False)])
     with ArenaJudgeServer("loud") as server:
         results = _score(server, frame)
     path = tmp_path / "judged.parquet"
     results.write_parquet(path)
-    battles = _read_results("arena", path)
+    battles = _read_results(views()["arena"], path)  # what the report reads for the arena view
     assert sorted(set(battles["judge"].to_list())) == sorted({MODEL, "human"})
     assert battles.filter(pl.col("judge") == "human").height == frame.height  # the failed row keeps its human verdict
 
