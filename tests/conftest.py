@@ -20,10 +20,17 @@ if not torch.cuda.is_available():
 
 
 @pytest.fixture(scope="session")
-def tiny_corpus(tmp_path_factory):
-    """The tiny synthetic corpus (seed 3): every protocol's manifest with real TTS audio; built once."""
+def tiny_corpus_build(tmp_path_factory):
+    """(folder, build summary) of the tiny synthetic corpus (seed 3, two render workers): every protocol's
+    manifest with real TTS audio; built once per session, and only read by the tests."""
     from sdscore.synth import build_corpus
 
     out = tmp_path_factory.mktemp("tiny-corpus") / "corpus"
-    build_corpus(out, seed=3, size="tiny")
-    return out
+    summary = build_corpus(out, seed=3, size="tiny", workers=2)
+    return out, summary
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tiny_corpus_build):
+    """The tiny synthetic corpus's folder (see tiny_corpus_build)."""
+    return tiny_corpus_build[0]

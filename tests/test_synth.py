@@ -29,9 +29,10 @@ SEED = 3
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    out = tmp_path_factory.mktemp("corpus")
-    summary = build_corpus(out, seed=SEED, size="tiny", workers=2)
+def corpus(tiny_corpus_build):
+    """The session's tiny corpus (seed 3 = SEED, two workers), read only."""
+    out, summary = tiny_corpus_build
+    assert SEED == 3
     frames = {name: pl.read_parquet(out / filename) for name, filename in MANIFESTS.items()}
     return out, summary, frames
 
