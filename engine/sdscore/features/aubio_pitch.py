@@ -34,7 +34,7 @@ import polars as pl
 from sdscore.audio import AudioBatch
 from sdscore.features.contours import contour
 from sdscore.features.extract import resample
-from sdscore.features.pitch import correlation
+from sdscore.features.pitch import PITCH_SCHEMA, correlation
 
 BUFFERS_PER_FFT = 2048
 
@@ -87,12 +87,7 @@ class AubioYinPitch:
 
     name = "pitch_aubio"
     requires: tuple[str, ...] = ()
-    schema: ClassVar[dict[str, pl.DataType]] = {
-        "pitch_mean_hz": pl.Float64,
-        "pitch_std_hz": pl.Float64,
-        "pitch_median_hz": pl.Float64,
-        "pitch_contour_hz": pl.List(pl.Float64),
-    }
+    schema: ClassVar[dict[str, pl.DataType]] = PITCH_SCHEMA
 
     def __init__(
         self,

@@ -167,17 +167,21 @@ class Track(NamedTuple):
     peak_ratio: np.ndarray
 
 
+#: the columns of every pitch extractor (`pitch`, `pitch_aubio`)
+PITCH_SCHEMA: dict[str, pl.DataType] = {
+    "pitch_mean_hz": pl.Float64,
+    "pitch_std_hz": pl.Float64,
+    "pitch_median_hz": pl.Float64,
+    "pitch_contour_hz": pl.List(pl.Float64),
+}
+
+
 class YinPitch:
     """Extractor ``pitch`` → pitch_mean_hz, pitch_std_hz, pitch_median_hz, pitch_contour_hz."""
 
     name = "pitch"
     requires: tuple[str, ...] = ()
-    schema: ClassVar[dict[str, pl.DataType]] = {
-        "pitch_mean_hz": pl.Float64,
-        "pitch_std_hz": pl.Float64,
-        "pitch_median_hz": pl.Float64,
-        "pitch_contour_hz": pl.List(pl.Float64),
-    }
+    schema: ClassVar[dict[str, pl.DataType]] = PITCH_SCHEMA
 
     def __init__(
         self,
