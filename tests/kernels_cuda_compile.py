@@ -8,7 +8,10 @@ has no ahead-of-time API to drive.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 INPUTS = {"x_ptr", "w_ptr", "out_ptr", "emb_ptr", "ref_ptr", "cand_ptr", "gu_ptr", "cos_ptr", "sin_ptr"}
 
@@ -63,6 +66,12 @@ def configs(module: str):
             yield st._group_cosine_kernel, consts, warps, dtype
             yield st._candidate_kernel, consts, warps, dtype
             yield st._group_stats_kernel, {"BLOCK_N": block_n, "BLOCK_D": block_d}, warps, dtype
+
+
+def compile_in_subprocess(module: str) -> subprocess.CompletedProcess:
+    """Run this script for `module` without TRITON_INTERPRET (the GPU code path); for the tests."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    return subprocess.run([sys.executable, str(Path(__file__)), module], env=env, capture_output=True, text=True)
 
 
 def main() -> int:

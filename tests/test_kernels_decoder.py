@@ -161,14 +161,9 @@ def test_triton_refuses_what_it_cannot_run_and_auto_falls_back():
 @pytest.mark.skipif(not HAS_TRITON, reason="triton not installed")
 def test_kernels_compile_for_a_cuda_gpu():
     """The GPU code path, not only the interpreter's, builds for sm_90 (ptxas ships with triton)."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
+    from kernels_cuda_compile import compile_in_subprocess
 
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    script = Path(__file__).with_name("kernels_cuda_compile.py")
-    done = subprocess.run([sys.executable, str(script), "decoder"], env=env, capture_output=True, text=True)
+    done = compile_in_subprocess("decoder")
     if done.returncode == 77:
         pytest.skip(done.stdout)
     assert done.returncode == 0, done.stdout + done.stderr

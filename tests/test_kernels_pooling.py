@@ -3,10 +3,6 @@
 Without CUDA the kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1, set in conftest.py).
 """
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -273,9 +269,9 @@ def test_forced_triton_explains_what_it_cannot_run(monkeypatch):
 @pytest.mark.skipif(not HAS_TRITON, reason="triton not installed")
 def test_kernels_compile_for_a_cuda_gpu():
     """The GPU code path, not only the interpreter's, builds (ptxas ships with triton)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    script = Path(__file__).with_name("kernels_cuda_compile.py")
-    done = subprocess.run([sys.executable, str(script), "pooling"], env=env, capture_output=True, text=True)
+    from kernels_cuda_compile import compile_in_subprocess
+
+    done = compile_in_subprocess("pooling")
     if done.returncode == 77:
         pytest.skip(done.stdout)
     assert done.returncode == 0, done.stdout + done.stderr
