@@ -298,6 +298,14 @@ def test_an_existing_results_file_needs_overwrite(world, fake_score, capsys):
     assert pl.read_parquet(world / "r.parquet").height == 2
 
 
+def test_resume_of_a_finished_run_says_so_and_keeps_the_results(world, fake_score, capsys):
+    assert main(["score", "reward", "data/pairs.jsonl", "--out", "r.parquet"]) == 0
+    before = (world / "r.parquet").read_bytes()
+    code, err = _run(["score", "reward", "data/pairs.jsonl", "--out", "r.parquet", "--resume"], capsys)
+    assert code == 2 and "r.parquet: this run has already finished (no shards left to resume)" in err
+    assert (world / "r.parquet").read_bytes() == before and fake_score.calls == 1
+
+
 # --- real scoring: the outputs written, replaced only when sdscore wrote them --------------------------
 def test_scp_folder_written_replaced_with_overwrite_and_never_over_foreign_files(world, capsys):
     argv = ["score", "reward", "data/pairs.jsonl", "--out", "out/r.parquet", "--format", "scp"]

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from sdscore.cli.console import console, stage_progress
 from sdscore.cli.outputs import add_overwrite_option, output_plan
 from sdscore.cli.report import add_audio_options
+from sdscore.errors import SdscoreError
 from sdscore.protocols.registry import PROTOCOLS, protocol, score
 
 
@@ -50,6 +52,11 @@ def _plan_score_outputs(args: argparse.Namespace) -> tuple[Path, Path | None]:
     from sdscore.runtime.sharded_output import parts_folder
 
     plan = output_plan(args, "sdscore score")
+    finished = args.out and os.path.isfile(args.out) and not os.path.islink(args.out) \
+        and not parts_folder(Path(args.out)).exists()
+    if args.resume and finished and not args.overwrite:
+        raise SdscoreError(f"{args.out}: this run has already finished (no shards left to resume); "
+                           "pass --overwrite to score it again, or choose another --out")
     out = plan.file(args.out, "--out")
     plan.reserve(parts_folder(out), "--out's shard folder")
     plan.reserve(out.with_name(out.name + ".lock"), "--out's lock file")
