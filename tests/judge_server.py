@@ -19,9 +19,11 @@ class Reply:
     """What the server answers: status, a JSON-able body, raw text or a list of byte chunks (sent in
     turn, so a huge body can repeat one chunk), headers, and a delay first. trickle_s sends the answer
     one byte at a time, this far apart (from the status line on, or only the body when trickle_body);
-    content_length=False leaves out Content-Length (the body ends when the connection closes). stall,
-    an Event, sends the answer's first byte and then waits for the event before the rest (a server
-    that stalls mid-answer until the test lets it go: no race on wall time)."""
+    tick, a function, trickles it too and is called before each trickled byte (a test moves its clock
+    there, so the trickle runs on the test's time, not wall time). content_length=False leaves out
+    Content-Length (the body ends when the connection closes). stall, an Event, sends the answer's
+    first byte (a trickled answer: its first stall_after trickled bytes) and then waits for the event
+    before the rest (a server that stalls mid-answer until the test lets it go: no race on wall time)."""
 
     status: int = 200
     body: object = None
@@ -31,6 +33,8 @@ class Reply:
     trickle_body: bool = False
     content_length: bool = True
     stall: threading.Event | None = None
+    stall_after: int = 1
+    tick: Callable[[], None] | None = None
 
 
 def completion(content: str, prompt_tokens: int = 100, completion_tokens: int = 20, audio_tokens: int = 0) -> Reply:
@@ -118,11 +122,11 @@ class ChatServer:
                     headers["Content-Length"] = str(sum(len(chunk) for chunk in chunks))
                 head = f"HTTP/1.0 {reply.status} {self.responses.get(reply.status, ('',))[0]}\r\n"
                 head += "".join(f"{key}: {value}\r\n" for key, value in headers.items()) + "\r\n"
-                if reply.stall is not None:
-                    self.wfile.write(head[:1].encode())
-                    reply.stall.wait(60)  # never holds a thread past the test
-                    head = head[1:]
-                if not reply.trickle_s:
+                if not reply.trickle_s and reply.tick is None:
+                    if reply.stall is not None:
+                        self.wfile.write(head[:1].encode())
+                        reply.stall.wait(60)  # never holds a thread past the test
+                        head = head[1:]
                     self.wfile.write(head.encode())
                     for chunk in chunks:
                         self.wfile.write(chunk)
@@ -131,9 +135,15 @@ class ChatServer:
                     self.wfile.write(head.encode())
                 else:
                     chunks = [head.encode(), *chunks]
+                sent = 0
                 for chunk in chunks:
                     for i in range(len(chunk)):
+                        if reply.stall is not None and sent == reply.stall_after:
+                            reply.stall.wait(60)  # never holds a thread past the test
+                        if reply.tick is not None:
+                            reply.tick()
                         self.wfile.write(chunk[i : i + 1])
+                        sent += 1
                         time.sleep(reply.trickle_s)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 
@@ -391,18 +390,35 @@ def bounded(call, seconds: float):
 
 
 @pytest.mark.parametrize("trickle_body", [False, True], ids=["whole-answer", "body-only"])
-def test_a_trickling_reply_hits_the_total_deadline_and_is_retried(trickle_body):
-    """One byte every 0.2 s never trips a per-read timeout; the 1 s deadline per attempt does."""
+def test_a_trickling_reply_hits_the_total_deadline_and_is_retried(clock, caplog, trickle_body):
+    """Each byte comes 40 s after the last on the transport's clock, far inside a per-read timeout; after
+    20 bytes (800 s) the 600 s deadline for the whole reply has passed and the answer stalls, unfinished,
+    until the call is over, so an attempt can only end on the deadline: twice, then a quick answer.
+    No wall time: the per-read timeout (600 s of real silence) cannot fire, and without the deadline
+    the stalled answer is finished after the server's 60 s and the first attempt succeeds."""
+    caplog.set_level(logging.WARNING, logger="sdscore.llm_judges.client")
     sleeps: list[float] = []
-    trickle = Reply(body=completion(labels_json()).body, trickle_s=0.2, trickle_body=trickle_body)
-    replies = script(trickle, trickle, completion(labels_json()))
-    with ChatServer(replies) as server, make_client(server, sleeps, timeout_s=1.0) as client:
-        started = time.monotonic()
-        result = bounded(lambda: client.complete(MESSAGES, parse=parse_reply), 15.0)
-        elapsed = time.monotonic() - started
+    released = threading.Event()
+
+    def forty_seconds_on() -> None:
+        clock.now += 40.0
+
+    trickle = Reply(body=completion(labels_json()).body, trickle_body=trickle_body, tick=forty_seconds_on,
+                    stall=released, stall_after=20)
+    replies = lambda index, body, headers: trickle if index < 2 else completion(labels_json())
+    with ChatServer(replies) as server, make_client(server, sleeps, timeout_s=600.0) as client:
+        try:
+            result = client.complete(MESSAGES, parse=parse_reply)
+        finally:
+            released.set()
         assert client.totals.as_dict()["retries"] == 2
     assert result.attempts == 3 and len(sleeps) == 2  # both timeouts went through the backoff
-    assert 1.8 < elapsed < 4.0  # two attempts of ~1 s each, then a quick reply
+    assert len(server.requests) == 3
+    warnings = [record.getMessage() for record in caplog.records if record.name == "sdscore.llm_judges.client"]
+    assert len(warnings) == 2
+    for number, warning in enumerate(warnings, start=1):
+        assert warning.startswith(f"judge request timed out after 600 s (the deadline for the whole reply); "
+                                  f"retry {number}/3 in ")
 
 
 def test_trickling_every_time_gives_up_with_the_deadline_in_the_error(caplog):
