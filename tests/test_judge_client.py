@@ -175,20 +175,21 @@ def clock(monkeypatch):
     return fake
 
 
-def stalls_past_the_deadline(clock: TransportClock, stalled: threading.Event, seconds: float = 60.0) -> Reply:
+def stalls_past_the_deadline(clock: TransportClock, stalled: threading.Event, seconds: float = 660.0) -> Reply:
     """An answer that stalls after its first byte while the transport's clock moves `seconds` on."""
     clock.now += seconds
     return Reply(body={}, stall=stalled)
 
 
 def test_timeout_is_retried_and_then_succeeds(clock):
-    """The first answer stalls mid-reply and its 30 s deadline passes (on the transport's clock): a
-    timeout, retried after one backoff; the second answer comes at once."""
+    """The first answer stalls mid-reply and its 600 s deadline passes (on the transport's clock): a
+    timeout, retried after one backoff; the second answer comes at once. (600 s: the per-read
+    timeout equals timeout_s in real time, so only the deadline can end the attempt in time.)"""
     sleeps: list[float] = []
     stalled = threading.Event()
     replies = lambda index, body, headers: stalls_past_the_deadline(clock, stalled) if index == 0 else \
         completion(labels_json())
-    with ChatServer(replies) as server, make_client(server, sleeps, timeout_s=30.0) as client:
+    with ChatServer(replies) as server, make_client(server, sleeps, timeout_s=600.0) as client:
         try:
             result = client.complete(MESSAGES, parse=parse_reply)
         finally:
@@ -201,9 +202,9 @@ def test_timeouts_every_time_give_up(clock):
     policy = RetryPolicy(max_retries=1, backoff_base_s=0.0)
     stalled = threading.Event()
     with ChatServer(lambda index, body, headers: stalls_past_the_deadline(clock, stalled)) as server:
-        with make_client(server, [], timeout_s=30.0, retry=policy) as client:
+        with make_client(server, [], timeout_s=600.0, retry=policy) as client:
             try:
-                with pytest.raises(JudgeError, match=r"failed after 2 attempts; last: timed out after 30 s"):
+                with pytest.raises(JudgeError, match=r"failed after 2 attempts; last: timed out after 600 s"):
                     client.complete(MESSAGES)
             finally:
                 stalled.set()
