@@ -186,3 +186,27 @@ def test_cluster_given_by_address_keeps_running_when_the_driver_is_killed(tiny_c
         if driver.poll() is None:
             driver.kill()
             driver.wait()
+
+
+_RELEASE_WHILE_ALIVE = """
+import os, sys
+from sdscore.runtime.executors.ray_watchdog import RayInstanceWatch
+session = sys.argv[1]
+held = open(os.path.join(session, "logs.txt"), "w")  # the driver keeps a file of the session open
+watch = RayInstanceWatch.start(grace_seconds=0.5)
+watch.tell_session(session)
+watch.close()  # let go while the driver lives on (a library call returned; a second instance starts)
+watch.process.wait(timeout=60)
+print("driver alive")
+"""
+
+
+def test_a_watchdog_let_go_while_its_driver_lives_never_signals_the_driver(tmp_path):
+    """Found by the full suite: pytest ran the Ray executor in process, let the watchdog go and kept
+    a file of the session folder open; the watchdog counted pytest itself as the instance's and
+    sent it SIGTERM (make: Terminated). The driver and its ancestors are spared."""
+    session = tmp_path / "session_x"
+    session.mkdir()
+    done = subprocess.run([sys.executable, "-c", _RELEASE_WHILE_ALIVE, str(session)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "driver alive" in done.stdout, (done.returncode, done.stderr[-2000:])

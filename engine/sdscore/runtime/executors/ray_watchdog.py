@@ -100,11 +100,15 @@ class _Instance:
     """What marks the processes of one instance: the environment token, and (once the driver sent
     it) the session folder, whose files count only in the driver's process group."""
 
-    def __init__(self, token: str, driver_pgid: int | None, session_dir: bytes | None = None):
+    def __init__(self, token: str, driver_pgid: int | None, session_dir: bytes | None = None,
+                 spared: frozenset[int] = frozenset()):
         self.marker = f"\0{INSTANCE_ENV}={token}\0".encode()
         self.driver_pgid, self.session_dir = driver_pgid, session_dir
+        self.spared = spared  # the driver and its ancestors: never the instance's, whatever they hold open
 
     def owns(self, pid: int) -> bool:
+        if pid in self.spared:
+            return False
         try:
             with open(f"/proc/{pid}/environ", "rb") as environ:
                 if self.marker in b"\0" + environ.read():
@@ -207,16 +211,34 @@ def _wait_for_driver(read_fd: int) -> bytes | None:
     return lines[-1] if lines else None
 
 
+def _ancestors(pid: int) -> frozenset[int]:
+    """pid and every process above it (from /proc/PID/stat), up to init."""
+    found = set()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                pid = int(stat.read().rsplit(b")", 1)[1].split()[1])  # the field after the state
+        except (OSError, ValueError, IndexError):
+            break
+    return frozenset(found)
+
+
 def main(argv: list[str]) -> int:
     read_fd, token, grace = int(argv[0]), argv[1], float(argv[2])
     for signum in (signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
+    driver = os.getppid()
     try:
-        driver_pgid = os.getpgid(os.getppid())
+        driver_pgid = os.getpgid(driver)
     except OSError:
         driver_pgid = None
+    # A driver that lets the watchdog go while it lives on (a library call that returns, a second
+    # instance started by the same process) may still hold files of the session folder open: it,
+    # and whatever runs it (pytest, make, a shell), is never signalled.
+    spared = _ancestors(driver)
     session_dir = _wait_for_driver(read_fd)
-    stop_instance(_Instance(token, driver_pgid, session_dir), grace)
+    stop_instance(_Instance(token, driver_pgid, session_dir, spared), grace)
     return 0
 
 
