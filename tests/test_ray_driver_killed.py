@@ -210,3 +210,28 @@ def test_a_watchdog_let_go_while_its_driver_lives_never_signals_the_driver(tmp_p
     done = subprocess.run([sys.executable, "-c", _RELEASE_WHILE_ALIVE, str(session)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "driver alive" in done.stdout, (done.returncode, done.stderr[-2000:])
+
+
+_CHILD_HOLDS_A_SESSION_FILE = """
+import os, subprocess, sys
+from sdscore.runtime.executors.ray_watchdog import RayInstanceWatch
+session = sys.argv[1]
+held = open(os.path.join(session, "logs.txt"), "w")
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], pass_fds=(held.fileno(),))
+watch = RayInstanceWatch.start(grace_seconds=0.5)
+watch.tell_session(session)
+watch.close()
+watch.process.wait(timeout=60)
+print("child alive" if child.poll() is None else f"child ended {child.returncode}")
+child.kill()
+"""
+
+
+def test_a_watchdog_let_go_spares_the_drivers_other_children(tmp_path):
+    """The session-folder rule is for a driver that is gone; one let go by a live driver (which shut
+    Ray down itself) never stops the driver's other children, even one holding a session file."""
+    session = tmp_path / "session_y"
+    session.mkdir()
+    done = subprocess.run([sys.executable, "-c", _CHILD_HOLDS_A_SESSION_FILE, str(session)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "child alive" in done.stdout, (done.stdout, done.stderr[-2000:])

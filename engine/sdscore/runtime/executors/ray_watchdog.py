@@ -39,6 +39,8 @@ from contextlib import contextmanager
 
 #: environment variable that marks the processes of a Ray instance a driver started
 INSTANCE_ENV = "SDSCORE_RAY_INSTANCE"
+#: what a driver that lives on writes when it lets the watchdog go (session folders are absolute paths)
+RELEASE = b"release"
 #: seconds between SIGTERM and SIGKILL
 GRACE_SECONDS = 3.0
 #: rounds of look-and-stop before the watchdog gives up (a round only repeats when processes remain)
@@ -87,8 +89,13 @@ class RayInstanceWatch:
             os.write(self._write_fd, os.fsencode(os.path.abspath(session_dir)) + b"\n")
 
     def close(self) -> None:
-        """Let the watchdog go: it stops what is left of the instance (nothing after ray.shutdown)."""
+        """Let the watchdog go: it stops what still carries the token (nothing after ray.shutdown).
+        It is told so ("release"), so it never mistakes this for the driver's death."""
         if self._write_fd is not None:
+            try:
+                os.write(self._write_fd, RELEASE + b"\n")
+            except OSError:  # the watchdog is gone already
+                pass
             os.close(self._write_fd)
             self._write_fd = None
 
@@ -184,9 +191,9 @@ def stop_instance(instance: _Instance, grace_seconds: float = GRACE_SECONDS) -> 
     return signalled
 
 
-def _wait_for_driver(read_fd: int) -> bytes | None:
-    """Once the driver has ended (EOF on the pipe, or its pidfd ready): the last session folder it
-    sent, if any."""
+def _wait_for_driver(read_fd: int) -> tuple[bytes | None, bool]:
+    """Once the driver has ended or let go (EOF on the pipe, or its pidfd ready): the last session
+    folder it sent, if any, and whether it let go (RELEASE) rather than died."""
     received = b""
     watched = [read_fd]
     driver = os.getppid()
@@ -208,7 +215,8 @@ def _wait_for_driver(read_fd: int) -> bytes | None:
             break
         received += chunk
     lines = [line for line in received.split(b"\n")[:-1] if line]  # complete lines only
-    return lines[-1] if lines else None
+    sessions = [line for line in lines if line.startswith(b"/")]
+    return (sessions[-1] if sessions else None), RELEASE in lines
 
 
 def _ancestors(pid: int) -> frozenset[int]:
@@ -237,7 +245,9 @@ def main(argv: list[str]) -> int:
     # instance started by the same process) may still hold files of the session folder open: it,
     # and whatever runs it (pytest, make, a shell), is never signalled.
     spared = _ancestors(driver)
-    session_dir = _wait_for_driver(read_fd)
+    session_dir, released = _wait_for_driver(read_fd)
+    if released:  # let go by a driver that lives on (it shut Ray down itself): only what carries
+        session_dir = None  # the token is left to stop, never the driver's other children
     stop_instance(_Instance(token, driver_pgid, session_dir, spared), grace)
     return 0
 
