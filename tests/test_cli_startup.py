@@ -81,3 +81,17 @@ def test_a_submodule_named_like_no_export_still_imports_through_the_package():
     from sdscore.features import process_extractor
 
     assert process_extractor.__name__ == "sdscore.features.process_extractor"
+
+
+@pytest.mark.parametrize("first", [
+    "from sdscore.features import REGISTRY, extract",     # another export loads the submodule first
+    "import sdscore.features.extract",                    # the submodule itself is imported first
+])
+def test_an_export_named_like_its_submodule_stays_the_export(first):
+    """`sdscore.features.extract` is the function even after `features/extract.py` was imported
+    (the import system binds a submodule on its package; the fresh-clone CI caught the module
+    there: "'module' object is not callable")."""
+    code = f"{first}\nfrom sdscore.features import extract\nimport types\nprint(callable(extract), " \
+           "isinstance(extract, types.ModuleType))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["True", "False"], done.stderr[-2000:]

@@ -56,6 +56,7 @@ def test_registry_names_every_extractor():
         "vad",
         "quality",
         "pitch",
+        "pitch_aubio",
         "loudness",
         "asr",
         "rate",

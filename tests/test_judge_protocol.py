@@ -327,7 +327,7 @@ def fake_blueprints(monkeypatch):
     calls = []
 
     class BlueprintBuilder:
-        def __init__(self, cache_dir=None, max_audio_seconds=None):
+        def __init__(self, cache_dir=None, max_audio_seconds=None, pitch="yin"):
             self.cache_dir = cache_dir
 
         def build(self, paths):

@@ -9,7 +9,20 @@ from __future__ import annotations
 
 import importlib
 import sys
+import types
 from collections.abc import Callable, Iterable, Mapping
+
+
+class _ExportingPackage(types.ModuleType):
+    """A package whose export may share its name with a submodule (`sdscore.features.extract`, the
+    function, from `sdscore/features/extract.py`): when the import system binds the submodule on
+    the package, the export is kept instead, as an eager `from .extract import extract` did."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if (isinstance(value, types.ModuleType) and value.__name__ == f"{self.__name__}.{name}"
+                and name in self.__dict__.get("_lazy_export_names", ())):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
 
 
 def lazy_exports(package: str, exports: Mapping[str, Iterable[str]]) -> tuple[Callable, Callable, list[str]]:
@@ -17,6 +30,9 @@ def lazy_exports(package: str, exports: Mapping[str, Iterable[str]]) -> tuple[Ca
     module (absolute, or relative to the package when it starts with '.') → the names it defines.
     A name is imported from its module on first use and then kept in the package's namespace."""
     home = {name: module for module, names in exports.items() for name in names}
+    this = sys.modules[package]
+    this._lazy_export_names = frozenset(home)
+    this.__class__ = _ExportingPackage
 
     def __getattr__(name: str):
         module = home.get(name)
