@@ -9,7 +9,9 @@ PIP := $(PY) -m pip
 PY_FILES_HASH := $(shell find engine kernels -name '*.py' 2>/dev/null | LC_ALL=C sort | md5sum | cut -c1-12)
 STAMP := $(VENV)/.sdscore-installed-$(PY_FILES_HASH)
 APT_PACKAGES := espeak-ng flite festival festvox-kallpc16k festvox-us-slt-hts sox clang libclang-rt-14-dev alsa-utils chromium
-NATIVE_SOURCES := $(wildcard csrc/*.cpp csrc/*.hpp) CMakeLists.txt pyproject.toml
+# Every C++ source and header in csrc/'s area folders (not the fuzzer): an edit rebuilds the core.
+NATIVE_SOURCES := $(shell find csrc -path csrc/fuzz -prune -o \( -name '*.cpp' -o -name '*.hpp' \) -print) \
+                  CMakeLists.txt pyproject.toml
 DEMO_OUT ?= out/demo
 
 .PHONY: install system-deps demo test bench fuzz clean

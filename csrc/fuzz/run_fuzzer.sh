@@ -28,10 +28,10 @@ mkdir -p "$out/corpus" "$out/seeds" "$out/artifacts"
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
   -I"$root/csrc" \
   "$root/csrc/fuzz/wav_fuzzer.cpp" \
-  "$root/csrc/wav_decoder.cpp" \
-  "$root/csrc/resampler.cpp" \
-  "$root/csrc/filter_bank.cpp" \
-  "$root/csrc/fir_kernels.cpp" \
+  "$root/csrc/audio/wav_decoder.cpp" \
+  "$root/csrc/audio/resampler.cpp" \
+  "$root/csrc/audio/filter_bank.cpp" \
+  "$root/csrc/audio/fir_kernels.cpp" \
   -o "$out/wav_fuzzer"
 
 # Seed corpus: one small valid file per format/layout the decoder supports.

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "audio_errors.hpp"
-#include "resampler.hpp"
-#include "wav_decoder.hpp"
+#include "audio/audio_errors.hpp"
+#include "audio/resampler.hpp"
+#include "audio/wav_decoder.hpp"
 
 namespace {
 

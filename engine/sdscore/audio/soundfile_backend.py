@@ -30,7 +30,7 @@ _WRAPPED_FLOOR = 0xFFFFF000  # "file length - header" stored before the length w
 
 
 def _is_placeholder_size(declared: int) -> bool:
-    """A size streaming writers leave in a header they cannot finish (csrc/wav_decoder.cpp)."""
+    """A size streaming writers leave in a header they cannot finish (csrc/audio/wav_decoder.cpp)."""
     return declared == _SOX_PIPE_SIZE or declared >= _WRAPPED_FLOOR
 _MAX_CHUNKS = 4096  # chunks walked before the data chunk (real files have a handful)
 
@@ -38,7 +38,7 @@ _MAX_CHUNKS = 4096  # chunks walked before the data chunk (real files have a han
 def check_wav_data_size(path: str) -> None:
     """AudioError when a RIFF/RF64 WAV's data chunk declares more bytes than the file holds (a
     truncated file or a header that lies; libsndfile reads what is there without a word), or 0
-    bytes with samples after it; the same rule as the native decoder (csrc/wav_decoder.cpp).
+    bytes with samples after it; the same rule as the native decoder (csrc/audio/wav_decoder.cpp).
     A placeholder size that the file does not hold (0xFFFFFFFF without ds64, sox's 0x7FFFF000 for
     pipes, 2^32 - header) is the streaming writers' "size unknown": to the end of the file."""
     try:

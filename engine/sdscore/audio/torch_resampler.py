@@ -1,6 +1,6 @@
 """Sample-rate conversion of torch waveforms on their own device (CUDA, CPU, any torch device).
 
-The same filter as the core's resampler (csrc/filter_bank.cpp): a Kaiser-windowed sinc with
+The same filter as the core's resampler (csrc/audio/filter_bank.cpp): a Kaiser-windowed sinc with
 soxr HQ's band edges relative to the lower Nyquist frequency (flat to 0.913 of it, >= 105 dB of
 rejection from 1.0 of it), each phase's row normalised to unit DC gain, output k at input time
 k * sr_in / sr_out with zeros outside the input, and the core's (and python-soxr's) output

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "buffer_cache.hpp"
+#include "audio/buffer_cache.hpp"
 
 namespace sdscore {
 

@@ -2,7 +2,7 @@
 // inside the input, and a gather-with-zeros path on the few outputs at each edge. This keeps
 // bounds checks out of the inner loop without copying the input into a padded buffer. Large
 // downsampling ratios first halve the rate with half-band stages (see halve_first).
-#include "resampler.hpp"
+#include "audio/resampler.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "filter_bank.hpp"
-#include "fir_kernels.hpp"
-#include "wav_decoder.hpp"
+#include "audio/filter_bank.hpp"
+#include "audio/fir_kernels.hpp"
+#include "audio/wav_decoder.hpp"
 
 namespace sdscore {
 namespace {

@@ -6,7 +6,7 @@
 // with its -6 dB point at the middle of that transition band; Kaiser's length formula gives
 // ~155 taps at the lower rate (the steep band edge is what costs; the old 0.82..1.18, 80 dB
 // filter had ~28). Measured response: README, "Resampler response".
-#include "filter_bank.hpp"
+#include "audio/filter_bank.hpp"
 
 #include <algorithm>
 #include <array>

@@ -12,7 +12,7 @@ namespace sdscore {
 // qkv: float32 [B, L, 3, H, D] contiguous (q, k, v of every position); row b attends among its
 // positions [starts[b], starts[b] + lengths[b]) only. out: float32 [B, L, H, D]; positions outside
 // a row's span are set to zero. softmax(q·k * scale) · v per (row, head, query), fp32 throughout.
-// Work is split over num_threads threads (>= 1) by (row, head) with parallel_for (parallel.hpp).
+// Work is split over num_threads threads (>= 1) by (row, head) with parallel_for (common/parallel.hpp).
 // Callers check arguments.
 void span_attention(const float* qkv, size_t B, size_t L, size_t H, size_t D,
                     const int64_t* starts, const int64_t* lengths, float scale, float* out,

@@ -1,12 +1,12 @@
-#include "span_attention.hpp"
+#include "ops/span_attention.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
-#include "parallel.hpp"
-#include "simd.hpp"
+#include "common/parallel.hpp"
+#include "common/simd.hpp"
 
 namespace sdscore {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "filter_bank.hpp"
+#include "audio/filter_bank.hpp"
 
 namespace sdscore {
 

@@ -1,4 +1,4 @@
-#include "parallel.hpp"
+#include "common/parallel.hpp"
 
 #include <algorithm>
 #include <atomic>

@@ -1,14 +1,14 @@
 // WAV parsing and decoding; see wav_decoder.hpp. All sizes are checked against the buffer
 // length in 64-bit arithmetic before any read, so corrupt headers cannot cause out-of-bounds
 // access or overflow.
-#include "wav_decoder.hpp"
+#include "audio/wav_decoder.hpp"
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
-#include "audio_errors.hpp"
+#include "audio/audio_errors.hpp"
 
 namespace sdscore {
 namespace {

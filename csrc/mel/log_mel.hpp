@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "frame_fft.hpp"
+#include "mel/frame_fft.hpp"
 
 namespace sdscore {
 

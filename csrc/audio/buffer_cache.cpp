@@ -1,4 +1,4 @@
-#include "buffer_cache.hpp"
+#include "audio/buffer_cache.hpp"
 
 #include <sys/mman.h>
 

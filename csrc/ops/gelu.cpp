@@ -1,10 +1,10 @@
-#include "gelu.hpp"
+#include "ops/gelu.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "parallel.hpp"
-#include "simd.hpp"
+#include "common/parallel.hpp"
+#include "common/simd.hpp"
 
 namespace sdscore {
 namespace {

@@ -1,11 +1,11 @@
-#include "log_mel.hpp"
+#include "mel/log_mel.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "frame_fft.hpp"
-#include "simd.hpp"
+#include "mel/frame_fft.hpp"
+#include "common/simd.hpp"
 
 namespace sdscore {
 

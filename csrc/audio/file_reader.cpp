@@ -1,5 +1,5 @@
 // POSIX whole-file reader; see file_reader.hpp.
-#include "file_reader.hpp"
+#include "audio/file_reader.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "audio_errors.hpp"
+#include "audio/audio_errors.hpp"
 
 namespace sdscore {
 namespace {

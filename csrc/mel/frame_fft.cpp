@@ -1,9 +1,9 @@
-#include "frame_fft.hpp"
+#include "mel/frame_fft.hpp"
 
 #include <cmath>
 #include <utility>
 
-#include "simd.hpp"
+#include "common/simd.hpp"
 
 namespace sdscore {
 namespace {

@@ -5,7 +5,7 @@
 // A file that fails only in pass 2 (NaN samples, changed on disk) leaves a gap, closed by
 // moving later items down. Workers pull indices from an atomic counter (files differ in
 // length) and keep their file/decode buffers across files.
-#include "batch_loader.hpp"
+#include "audio/batch_loader.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -14,10 +14,10 @@
 #include <system_error>
 #include <thread>
 
-#include "audio_errors.hpp"
-#include "file_reader.hpp"
-#include "resampler.hpp"
-#include "wav_decoder.hpp"
+#include "audio/audio_errors.hpp"
+#include "audio/file_reader.hpp"
+#include "audio/resampler.hpp"
+#include "audio/wav_decoder.hpp"
 
 namespace sdscore {
 namespace {

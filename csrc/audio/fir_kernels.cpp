@@ -3,7 +3,7 @@
 // same attribute lets GCC inline everything into one AVX-512, AVX2 (or baseline) loop, with no
 // per-sample indirect calls and no translation unit compiled with -mavx2 (which could leak
 // AVX2 code into shared inline functions).
-#include "fir_kernels.hpp"
+#include "audio/fir_kernels.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "simd.hpp"
+#include "common/simd.hpp"
 
 namespace sdscore {
 namespace {
