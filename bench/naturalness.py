@@ -220,7 +220,7 @@ def make_manifest(n: int, folder: Path) -> tuple[Path, Path, list[dict]]:
     """The first n answers (manifest Parquet for ours, JSON for the peers), audio paths absolute;
     beyond the corpus's rows, copies with ids "<id>~r<c>" and their audio copied to new paths."""
     import polars as pl
-    from sdscore.corpus.audio_paths import resolve_audio_paths
+    from sdscore.manifests import resolve_audio_paths
 
     base = resolve_audio_paths(pl.read_parquet(CORPUS / MANIFEST), "naturalness", str(CORPUS))
     parts = []

@@ -131,9 +131,10 @@ def child(spec: dict) -> dict:
     from sdscore.runtime.scorer import ScoringJob
 
     if spec["job"] == "echo":
+        from sdscore.manifests import manifest_spec
         from scale_scorers import EchoScorer
 
-        job = ScoringJob("arena", EchoScorer, {})
+        job = ScoringJob(manifest_spec("arena"), EchoScorer, {})
     else:
         job = registry.protocol(spec["job"]).scoring_job(**spec["settings"])
     startup: list[float] = []
@@ -253,7 +254,7 @@ def repeated_manifest(protocol: str, times: int, folder: Path) -> tuple[Path, in
     """The corpus manifest repeated `times` (copy c > 0 gets ids "<id>~r<c>"), audio paths absolute."""
     import polars as pl
 
-    from sdscore.corpus.audio_paths import resolve_audio_paths
+    from sdscore.manifests import resolve_audio_paths
 
     name, id_column, *_ = PROTOCOLS[protocol]
     base = resolve_audio_paths(pl.read_parquet(CORPUS / name), protocol, str(CORPUS))
@@ -268,9 +269,10 @@ def id_frame_mib(path: str | Path) -> float:
     import polars as pl
 
     from sdscore.corpus.validate import manifest_first_rows
+    from sdscore.manifests import manifest_spec
 
     keys = pl.scan_parquet(path).select(pl.col("battle_id").cast(pl.String)).collect()
-    return (keys.estimated_size() + manifest_first_rows(keys, "arena").estimated_size()) / 2**20
+    return (keys.estimated_size() + manifest_first_rows(keys, manifest_spec("arena")).estimated_size()) / 2**20
 
 
 def rate(m: dict, n: int, steady: bool = False) -> float:

@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sdscore.corpus import read_manifest, validate_manifest, write_manifest
+from sdscore.corpus import write_manifest
+from sdscore.manifests import read_manifest, validate_manifest
 from sdscore.models.compact import CompactConfig, CompactRewardModel
 from sdscore.models.training import TrainConfig, evaluate_pairs, prepare_pairs, train_reward
 from sdscore.synth.render import Renderer

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from sdscore.cli import main
-from sdscore.corpus import read_manifest
+from sdscore.manifests import read_manifest
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from sdscore.cli import main
-from sdscore.corpus import read_manifest
+from sdscore.manifests import read_manifest
 
 BUDGET_SECONDS = float(os.environ.get("SDSCORE_FUZZ_SECONDS", "45"))
 SEED = int(os.environ.get("SDSCORE_FUZZ_SEED", "20261124"))

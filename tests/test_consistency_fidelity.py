@@ -75,7 +75,8 @@ def test_other_methods_do_not_depend_on_embedding_norms(method):
 def test_graded_candidates_of_any_number_read_score_and_evaluate(tmp_path):
     """Four voice-cloning outputs with people's relevances (Table 5's setting), through the manifest
     reader, an embedding method and the metrics; labels are free when relevances are given."""
-    from sdscore.corpus import read_manifest, write_manifest
+    from sdscore.corpus import write_manifest
+    from sdscore.manifests import read_manifest
     from sdscore.protocols.consistency import evaluate_consistency
 
     for name in ("big", "small", "along", "between", "off", "r"):

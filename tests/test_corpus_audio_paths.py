@@ -7,8 +7,10 @@ import os
 import polars as pl
 import pytest
 
-from sdscore.corpus import TURN, read_manifest, resolve_audio_paths, write_manifest
+from sdscore.corpus import TURN, write_manifest
 from sdscore.corpus.audio_paths import resolve_path
+from sdscore.errors import ManifestError
+from sdscore.manifests import read_manifest, resolve_audio_paths
 
 
 @pytest.mark.parametrize(
@@ -112,7 +114,7 @@ def test_protocols_without_audio_columns_are_unchanged():
 
 
 def test_audio_paths_lists_columns_lists_and_turns_once_in_order():
-    from sdscore.corpus import audio_paths
+    from sdscore.manifests import audio_paths
 
     turns = pl.DataFrame(
         {
@@ -129,5 +131,5 @@ def test_audio_paths_lists_columns_lists_and_turns_once_in_order():
         {"turn_paths": [["/t1.wav", "/t2.wav"], ["/t2.wav"]], "reference_path": ["/r.wav", None]}
     )
     assert audio_paths(consistency, "consistency") == ["/t1.wav", "/t2.wav", "/r.wav"]
-    with pytest.raises(ValueError, match="unknown protocol 'speech'"):
+    with pytest.raises(ManifestError, match="unknown protocol 'speech'"):
         audio_paths(consistency, "speech")

@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 import soundfile as sf
 from sdscore.audio import load
-from sdscore.corpus import read_manifest
 from sdscore.corpus.embedded_audio import CACHE_ENV
 from sdscore.errors import ManifestError
+from sdscore.manifests import read_manifest
 
 datasets = pytest.importorskip("datasets")
 

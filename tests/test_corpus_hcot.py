@@ -9,8 +9,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from sdscore.corpus import JUDGE_ITEMS, read_manifest
+from sdscore.corpus import JUDGE_ITEMS
 from sdscore.errors import ManifestError
+from sdscore.manifests import read_manifest
 
 HCOT = Path(__file__).resolve().parents[2] / "shared" / "data" / "hcot"
 LABELS = {"1", "2", "both_good", "both_bad"}

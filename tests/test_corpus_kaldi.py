@@ -7,8 +7,9 @@ import polars as pl
 import pytest
 import sdscore.audio as audio
 import soundfile as sf
-from sdscore.corpus import read_manifest
+from sdscore import corpus
 from sdscore.errors import ManifestError
+from sdscore.manifests import manifest_spec, manifest_specs, read_manifest
 from sdscore.runtime.manifest_windows import ManifestWindows
 
 
@@ -125,6 +126,8 @@ def test_a_line_without_a_path_and_a_folder_without_wav_scp(tmp_path):
         read_manifest(data)
     with pytest.raises(ManifestError, match="holds .*Kaldi rows for protocol 'naturalness', not 'reward'"):
         read_manifest(data, protocol="reward")
+    with pytest.raises(ManifestError, match="holds .*Kaldi rows for protocol 'naturalness', not one of reward, arena"):
+        corpus.read_manifest(data, (manifest_spec("reward"), manifest_spec("arena")))
 
 
 def test_runtime_cuts_the_segments_and_marks_missing_audio_and_bad_slices(recordings, tmp_path):
@@ -134,7 +137,7 @@ def test_runtime_cuts_the_segments_and_marks_missing_audio_and_bad_slices(record
         segments="u1 s1 3.0 4.5\nu2 missing 0 1\nu3 s1 19.5 25\nu4 s1 30 31\nu5 s1 5 -1\n",
     )
     (tmp_path / "stage").mkdir()
-    windows = ManifestWindows(data, None, tmp_path / "stage")
+    windows = ManifestWindows(data, tuple(manifest_specs().values()), tmp_path / "stage")  # the format names its spec
     frame = windows.window(0, windows.n_rows)
     x, _ = sf.read(recordings / "session1.flac", dtype="float32")
     y, rate = sf.read(frame["answer_audio_path"][0], dtype="float32")

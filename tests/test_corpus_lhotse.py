@@ -14,8 +14,9 @@ import soundfile as sf
 import soxr
 from features_audio import band_rel_rms
 from lhotse import CutSet, Recording, RecordingSet, SupervisionSegment, SupervisionSet
-from sdscore.corpus import read_manifest
 from sdscore.errors import ManifestError
+from sdscore.manifests import read_manifest
+from sdscore.protocols.consistency.spec import SPEC as CONSISTENCY
 from sdscore.runtime.run import score_manifest
 from sdscore.runtime.scorer import ScoringJob
 
@@ -183,7 +184,7 @@ class SliceLengthScorer:
 def test_scoring_run_sees_each_turn_as_the_cuts_slice(corpus, tmp_path):
     folder, cuts = corpus
     out = tmp_path / "results.parquet"
-    summary = score_manifest(ScoringJob("consistency", SliceLengthScorer), folder / "cuts.jsonl.gz", out, window_rows=2)
+    summary = score_manifest(ScoringJob(CONSISTENCY, SliceLengthScorer), folder / "cuts.jsonl.gz", out, window_rows=2)
     assert summary.rows == 3 and summary.failed == 0
     results = pl.read_parquet(out)
     manifest = read_manifest(folder / "cuts.jsonl.gz")

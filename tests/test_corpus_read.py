@@ -9,15 +9,9 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from sdscore.corpus import (
-    CONSISTENCY_INSTANCES,
-    MANIFESTS,
-    REWARD_PAIRS,
-    infer_protocol,
-    read_manifest,
-    write_manifest,
-)
+from sdscore.corpus import CONSISTENCY_INSTANCES, REWARD_PAIRS, write_manifest
 from sdscore.errors import ManifestError
+from sdscore.manifests import infer_protocol, manifest_spec, read_manifest
 
 
 def turn(role: str, audio: str) -> dict:
@@ -235,6 +229,38 @@ def test_unknown_protocol_argument(tmp_path):
         read_manifest(path, "rewad")
 
 
+def test_corpus_takes_manifest_specs_not_protocol_names(tmp_path):
+    from sdscore import corpus
+
+    path = write_manifest(pl.DataFrame(reward_rows()), tmp_path / "pairs.parquet")
+    named = r"takes a ManifestSpec \(a protocol package's spec\.SPEC\), not 'reward'; sdscore\.manifest_spec\('reward'\)"
+    with pytest.raises(TypeError, match=r"sdscore\.corpus\.read_manifest " + named):
+        corpus.read_manifest(path, "reward")
+    with pytest.raises(TypeError, match=r"sdscore\.corpus\.read_manifest " + named):
+        corpus.read_manifest(path, ["reward"])
+    frame = read_manifest(path, "reward")
+    with pytest.raises(TypeError, match=r"sdscore\.corpus\.validate_manifest " + named):
+        corpus.validate_manifest(frame, "reward")
+    with pytest.raises(TypeError, match=r"sdscore\.corpus\.audio_paths " + named):
+        corpus.audio_paths(frame, "reward")
+    with pytest.raises(TypeError, match=r"sdscore\.corpus\.resolve_audio_paths takes a ManifestSpec .*not None$"):
+        corpus.resolve_audio_paths(frame, None, str(tmp_path))
+
+
+def test_corpus_infers_among_the_specs_handed_in(tmp_path):
+    from sdscore import corpus
+
+    path = write_manifest(pl.DataFrame(reward_rows()), tmp_path / "pairs.parquet")
+    reward, arena = manifest_spec("reward"), manifest_spec("arena")
+    assert corpus.read_manifest(path, (arena, reward)).equals(read_manifest(path, "reward"))
+    assert corpus.infer_spec(["criterion", "chosen", "rejected"], [arena, reward]) is reward
+    with pytest.raises(ManifestError, match=r"pairs\.parquet: cannot tell the protocol from the columns \(pair_id, "
+                                            r".*\); pass protocol= one of arena \(required columns — arena: battle_id"):
+        corpus.read_manifest(path, [arena])
+    with pytest.raises(ValueError, match="no candidate ManifestSpec given to choose from"):
+        corpus.read_manifest(path, ())
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(ManifestError, match=r"nothere\.parquet: no such file or folder"):
         read_manifest(tmp_path / "nothere.parquet")
@@ -272,7 +298,7 @@ def test_empty_file_needs_a_protocol(tmp_path, name):
     with pytest.raises(ManifestError, match=f"{re.escape(name)}: the file holds no rows; pass protocol="):
         read_manifest(path)
     out = read_manifest(path, "arena")
-    assert out.height == 0 and out.schema == MANIFESTS["arena"].schema
+    assert out.height == 0 and out.schema == manifest_spec("arena").schema
 
 
 def test_arrow_ipc_file(tmp_path):

@@ -25,7 +25,7 @@ _READER = textwrap.dedent(
     """
     import json, resource, sys, tracemalloc
     import polars as pl
-    from sdscore.corpus import read_manifest
+    from sdscore.manifests import read_manifest
     pl.select(pl.lit(1))
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     tracemalloc.start()

@@ -11,8 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sdscore.corpus import ERROR_COLUMN, REWARD_PAIRS, read_manifest, sdiareward_format
+from sdscore.corpus import ERROR_COLUMN, REWARD_PAIRS, sdiareward_format
 from sdscore.errors import ManifestError
+from sdscore.manifests import read_manifest
 
 
 @pytest.fixture(autouse=True, params=["by_columns", "by_rows"])

@@ -9,9 +9,11 @@ from collections import Counter
 import polars as pl
 import pytest
 
-from sdscore.corpus import read_manifest, write_manifest
+from sdscore.corpus import write_manifest
 from sdscore.corpus.stratify import run_stratify, stratify, stratify_buckets
 from sdscore.errors import ManifestError
+from sdscore.manifests import read_manifest
+from sdscore.protocols.reward.spec import SPEC as REWARD
 
 #: (source, category, pairs): one bucket over the cap, one at it, small ones, null keys.
 BUCKETS = [
@@ -176,7 +178,7 @@ def test_run_stratify_writes_bench_and_train(tmp_path):
     pairs = pairs_frame()
     manifest = write_jsonl_manifest(tmp_path, pairs)
     out, train = tmp_path / "out" / "bench.parquet", tmp_path / "out" / "train.jsonl"
-    summary = run_stratify(manifest, out, per_bucket=4, by="source,category", seed=1, remaining_out=train)
+    summary = run_stratify(manifest, out, per_bucket=4, by="source,category", seed=1, remaining_out=train, spec=REWARD)
     json.dumps(summary)  # JSON-ready for the CLI
     bench, rest = read_manifest(out), read_manifest(train)
     expected, _ = stratify(read_manifest(manifest, protocol="reward"), per_bucket=4, seed=1)
@@ -193,7 +195,8 @@ def test_run_stratify_writes_bench_and_train(tmp_path):
 def test_run_stratify_without_remaining_and_by_an_extra_column(tmp_path):
     pairs = pairs_frame().with_columns(emotion=pl.col("category"))
     write_manifest(pairs, tmp_path / "pairs.parquet")
-    summary = run_stratify(tmp_path / "pairs.parquet", tmp_path / "bench.parquet", per_bucket=2, by=["emotion"])
+    summary = run_stratify(tmp_path / "pairs.parquet", tmp_path / "bench.parquet", per_bucket=2, by=["emotion"],
+                           spec=REWARD)
     assert summary["remaining_out"] is None and summary["counts"]["selected"] == 8  # laughter, filler, joy, <none>
     assert sorted(os.listdir(tmp_path)) == ["bench.parquet", "pairs.parquet"]
 
@@ -201,17 +204,17 @@ def test_run_stratify_without_remaining_and_by_an_extra_column(tmp_path):
 def test_run_stratify_errors(tmp_path):
     manifest = write_jsonl_manifest(tmp_path, pairs_frame())
     with pytest.raises(ManifestError, match=r"pairs\.jsonl: cannot stratify by column 'speaker'"):
-        run_stratify(manifest, tmp_path / "bench.parquet", by="source,speaker")
+        run_stratify(manifest, tmp_path / "bench.parquet", by="source,speaker", spec=REWARD)
     with pytest.raises(ValueError, match=r"out .*pairs\.jsonl' is the input manifest"):
-        run_stratify(manifest, manifest)
+        run_stratify(manifest, manifest, spec=REWARD)
     with pytest.raises(ValueError, match=r"remaining_out .* is the input manifest"):
-        run_stratify(manifest, tmp_path / "bench.parquet", remaining_out=manifest)
+        run_stratify(manifest, tmp_path / "bench.parquet", remaining_out=manifest, spec=REWARD)
     with pytest.raises(ValueError, match=r"out and remaining_out are the same file"):
-        run_stratify(manifest, tmp_path / "x.parquet", remaining_out=tmp_path / "x.parquet")
+        run_stratify(manifest, tmp_path / "x.parquet", remaining_out=tmp_path / "x.parquet", spec=REWARD)
     with pytest.raises(ValueError, match=r"per_bucket must be an integer ≥ 1, got 0"):
-        run_stratify(manifest, tmp_path / "bench.parquet", per_bucket=0)
+        run_stratify(manifest, tmp_path / "bench.parquet", per_bucket=0, spec=REWARD)
     with pytest.raises(ManifestError, match=r"nope\.jsonl: no such file"):
-        run_stratify(tmp_path / "nope.jsonl", tmp_path / "bench.parquet")
+        run_stratify(tmp_path / "nope.jsonl", tmp_path / "bench.parquet", spec=REWARD)
     with pytest.raises(ManifestError, match=r"cannot write a manifest as '\.csv'"):
-        run_stratify(manifest, tmp_path / "bench.csv")
+        run_stratify(manifest, tmp_path / "bench.csv", spec=REWARD)
     assert os.listdir(tmp_path) == ["pairs.jsonl"]  # nothing half-written

@@ -8,8 +8,9 @@ import re
 import polars as pl
 import pytest
 
-from sdscore.corpus import BATTLES, ERROR_COLUMN, NATURALNESS_ITEMS, read_manifest
+from sdscore.corpus import BATTLES, ERROR_COLUMN, NATURALNESS_ITEMS
 from sdscore.errors import ManifestError
+from sdscore.manifests import read_manifest
 
 SPEAR_HEADER = (
     "audio_path,answer_audio_path,context_end_time,question_end_time,answer_duration,speakers,"

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdscore.corpus import ERROR_COLUMN, REWARD_PAIRS, read_manifest, validate_manifest
+from sdscore.corpus import ERROR_COLUMN, REWARD_PAIRS
 from sdscore.errors import ManifestError
+from sdscore.manifests import read_manifest, validate_manifest
 
 
 def turn(role: str = "user", text: str | None = None, audio: str | None = "a.wav") -> dict:

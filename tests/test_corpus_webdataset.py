@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 import soundfile as sf
 import webdataset as wds
-from sdscore.corpus import read_manifest
 from sdscore.corpus.webdataset_format import CACHE_ENV, shard_cache_dir
 from sdscore.errors import ManifestError
+from sdscore.manifests import read_manifest
 
 
 def wav_bytes(seconds: float, rate: int, seed: int, fmt: str = "WAV") -> bytes:

@@ -7,8 +7,9 @@ import os
 import polars as pl
 import pytest
 
-from sdscore.corpus import read_manifest, write_manifest
+from sdscore.corpus import write_manifest
 from sdscore.errors import ManifestError
+from sdscore.manifests import read_manifest
 
 BATTLES = pl.DataFrame(
     {"battle_id": ["1", "2"], "model_a": ["a", "a"], "model_b": ["b", "c"], "winner": ["tie", "model_b"]}

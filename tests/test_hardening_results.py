@@ -14,6 +14,7 @@ import pytest
 from runtime_toy_scorer import ToyScorer, write_arena_manifest
 
 from sdscore.errors import SdscoreError
+from sdscore.protocols.arena.spec import SPEC as ARENA
 from sdscore.runtime.provenance import manifest_fingerprint
 from sdscore.runtime.run import score_manifest
 from sdscore.runtime.scorer import ScoringJob
@@ -32,7 +33,7 @@ def _interrupted_run(manifest, out, monkeypatch, window_rows: int = 10) -> None:
 
     monkeypatch.setattr(ToyScorer, "__call__", dies_on_third)
     with pytest.raises(KeyboardInterrupt):
-        score_manifest(ScoringJob("arena", ToyScorer), manifest, out, window_rows=window_rows)
+        score_manifest(ScoringJob(ARENA, ToyScorer), manifest, out, window_rows=window_rows)
     monkeypatch.setattr(ToyScorer, "__call__", real)
 
 
@@ -57,7 +58,7 @@ def test_resume_refuses_a_manifest_edited_in_place_with_its_size_and_mtime_kept(
     os.utime(manifest, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert os.stat(manifest).st_size == before.st_size
     with pytest.raises(SdscoreError, match=r"different settings.*manifest\.content"):
-        score_manifest(ScoringJob("arena", ToyScorer), manifest, out, resume=True)
+        score_manifest(ScoringJob(ARENA, ToyScorer), manifest, out, resume=True)
 
 
 def test_resume_accepts_a_touched_manifest_with_the_same_bytes(tmp_path, monkeypatch):
@@ -65,7 +66,7 @@ def test_resume_accepts_a_touched_manifest_with_the_same_bytes(tmp_path, monkeyp
     out = tmp_path / "out.parquet"
     _interrupted_run(manifest, out, monkeypatch)
     os.utime(manifest, ns=(1, 1))  # only the modification time changes
-    summary = score_manifest(ScoringJob("arena", ToyScorer), manifest, out, resume=True)
+    summary = score_manifest(ScoringJob(ARENA, ToyScorer), manifest, out, resume=True)
     assert (summary.resumed_shards, summary.scored_shards) == (2, 3)
 
 
@@ -107,8 +108,8 @@ def test_the_fingerprint_of_a_dataset_folder_hashes_its_split_files(tmp_path):
 @pytest.mark.parametrize("suffix", [".csv", ".tsv"])
 def test_a_blank_csv_manifest_is_one_clear_error(tmp_path, capsys, content, suffix):
     from sdscore.cli import main
-    from sdscore.corpus import read_manifest
     from sdscore.errors import ManifestError
+    from sdscore.manifests import read_manifest
 
     manifest = tmp_path / f"blank{suffix}"
     manifest.write_bytes(content)
@@ -197,7 +198,7 @@ def test_wav_headers_that_lie_are_an_audio_error(tmp_path, backend):
 
 _OTHER_MODE = [  # (command after `score`, the message)
     (["judge", "--base-url", "http://127.0.0.1:9", "--model", "m"],
-     "--base-url, --model are for --judge openai; with --judge rule they would be ignored"),
+     "--model, --base-url are for --judge openai; with --judge rule they would be ignored"),
     (["judge", "--mode", "audio"], "--mode is for --judge openai; with --judge rule it would be ignored"),
     (["reward", "--judge", "openai", "--model", "m", "--device", "cuda"],
      "--device is for --judge reward-model; with --judge openai it would be ignored"),
@@ -246,9 +247,9 @@ def test_a_full_disk_while_writing_a_shard_keeps_the_finished_shards(tmp_path, m
     with pytest.raises(SdscoreError, match=r"part-000002\.parquet: could not write the shard of rows 21\.\.30 "
                                            r"\(failed to write: No space left on device.*the finished shards in "
                                            r".*out\.parquet\.parts are intact.*rerun with --resume"):
-        score_manifest(ScoringJob("arena", ToyScorer), manifest, out, window_rows=10)
+        score_manifest(ScoringJob(ARENA, ToyScorer), manifest, out, window_rows=10)
     monkeypatch.setattr(sharded_output, "write_manifest", real)
-    summary = score_manifest(ScoringJob("arena", ToyScorer), manifest, out, window_rows=10, resume=True)
+    summary = score_manifest(ScoringJob(ARENA, ToyScorer), manifest, out, window_rows=10, resume=True)
     assert (summary.resumed_shards, summary.scored_shards, summary.rows) == (2, 3, 50)
 
 
@@ -269,11 +270,11 @@ def test_an_output_that_cannot_be_replaced_is_one_message_after_scoring(tmp_path
     monkeypatch.setattr(atomic_write.os, "replace", immutable)
     with pytest.raises(SdscoreError, match=r"out\.parquet: could not write the merged results \(Operation not "
                                            r"permitted: .*out\.parquet\); the finished shards .* intact"):
-        score_manifest(ScoringJob("arena", ToyScorer), manifest, out, window_rows=10)
+        score_manifest(ScoringJob(ARENA, ToyScorer), manifest, out, window_rows=10)
     assert sorted(p.name for p in (tmp_path / "out.parquet.parts").iterdir())[:2] == [
         "part-000000.parquet", "part-000001.parquet"]
     monkeypatch.setattr(atomic_write.os, "replace", real)
-    summary = score_manifest(ScoringJob("arena", ToyScorer), manifest, out, window_rows=10, resume=True)
+    summary = score_manifest(ScoringJob(ARENA, ToyScorer), manifest, out, window_rows=10, resume=True)
     assert (summary.resumed_shards, summary.scored_shards, summary.rows) == (2, 0, 20)
 
 

@@ -14,9 +14,10 @@ import polars as pl
 import pytest
 from judge_data import BLUEPRINTS, CAPITAL, COUNT, manifest
 from judge_server import ChatServer, completion
-from sdscore.corpus import read_manifest, write_manifest
+from sdscore.corpus import write_manifest
 from sdscore.llm_judges.client import ChatClient, RetryPolicy
 from sdscore.llm_judges.reply_error import ReplyError
+from sdscore.manifests import read_manifest
 from sdscore.metrics.fusion import fuse
 from sdscore.protocols import registry
 from sdscore.protocols.judge import (

@@ -13,8 +13,9 @@ import polars as pl
 import pytest
 from judge_data import BLUEPRINTS, CAPITAL, COUNT, LABELS, RULE_ROWS, manifest
 
-from sdscore.corpus import read_manifest, write_manifest
+from sdscore.corpus import write_manifest
 from sdscore.errors import JudgeError
+from sdscore.manifests import read_manifest
 from sdscore.metrics.fusion import JUDGE_LABELS, fuse
 from sdscore.protocols import registry
 from sdscore.protocols.judge import (

@@ -11,8 +11,9 @@ import pytest
 import soundfile as sf
 import torch
 
-from sdscore.corpus import REWARD_PAIRS, validate_manifest
+from sdscore.corpus import REWARD_PAIRS
 from sdscore.errors import AudioError, ModelError
+from sdscore.manifests import validate_manifest
 from sdscore.models.compact import CompactConfig, CompactRewardModel
 from sdscore.models.head_only import HeadTrainConfig, save_head_only, train_head
 from sdscore.models.head_only_files import HEAD_ONLY_CONFIG

@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 from sdscore.audio import load, load_many
 from sdscore.cli import main
-from sdscore.corpus import read_manifest
+from sdscore.manifests import read_manifest
 from sdscore.metrics.text_errors import (
     authors_normalise,
     char_error_rate,

@@ -12,8 +12,8 @@ import pytest
 import soundfile as sf
 from sdscore import audio
 from sdscore.cli import main
-from sdscore.corpus import read_manifest
 from sdscore.errors import AudioError, ManifestError
+from sdscore.manifests import read_manifest
 from sdscore.protocols.naturalness.dialogue_turns import (
     Segment,
     find_dialogues,

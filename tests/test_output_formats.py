@@ -18,6 +18,9 @@ from sdscore.corpus.output_formats import (
     write_results_as,
 )
 from sdscore.errors import SdscoreError
+from sdscore.protocols.arena.spec import SPEC as ARENA
+from sdscore.protocols.consistency.spec import SPEC as CONSISTENCY
+from sdscore.protocols.naturalness.spec import SPEC as NATURALNESS
 from sdscore.runtime.run import score_manifest
 from sdscore.runtime.scorer import ScoringJob
 
@@ -27,7 +30,7 @@ def arena_results(tmp_path_factory):
     d = tmp_path_factory.mktemp("formats")
     manifest = write_arena_manifest(d / "battles.parquet", n_rows=23, bad_every=7)
     out = d / "results.parquet"
-    score_manifest(ScoringJob("arena", ToyScorer, {"scale": 0.5}), manifest, out, window_rows=8)
+    score_manifest(ScoringJob(ARENA, ToyScorer, {"scale": 0.5}), manifest, out, window_rows=8)
     return out
 
 
@@ -37,7 +40,7 @@ def read_scp(path) -> list[tuple[str, str]]:
 
 
 def test_jsonl_holds_every_column_of_every_row(arena_results, tmp_path):
-    target = write_results_as(arena_results, "jsonl", "arena", tmp_path / "r.jsonl")
+    target = write_results_as(arena_results, "jsonl", ARENA, tmp_path / "r.jsonl")
     lines = [json.loads(line) for line in target.read_text().splitlines()]
     expected = pl.read_parquet(arena_results)
     assert len(lines) == expected.height
@@ -48,7 +51,7 @@ def test_jsonl_holds_every_column_of_every_row(arena_results, tmp_path):
 
 
 def test_versa_is_one_object_per_key_with_the_scalar_metrics(arena_results, tmp_path):
-    target = write_results_as(arena_results, "versa", "arena", tmp_path / "r.versa.jsonl")
+    target = write_results_as(arena_results, "versa", ARENA, tmp_path / "r.versa.jsonl")
     expected = pl.read_parquet(arena_results)
     lines = [json.loads(line) for line in target.read_text().splitlines()]
     assert [row["key"] for row in lines] == expected["battle_id"].to_list()
@@ -72,7 +75,7 @@ def test_scp_folder_has_one_sorted_file_per_numeric_column(tmp_path):
         "arousal": pl.Series([None] * 4, dtype=pl.Float64),
         "error": [None, None, "boom", None],
     }).write_parquet(results)
-    folder = write_results_as(results, "scp", "naturalness")
+    folder = write_results_as(results, "scp", NATURALNESS)
     assert folder == default_destination(results, "scp") == tmp_path / "r_scp"
     assert sorted(p.name for p in folder.iterdir()) == [".sdscore-output.json", "frames.scp", "interrupted.scp",
                                                         "mos.scp", "wer.scp"]  # the marker lists what sdscore wrote
@@ -88,31 +91,31 @@ def test_scp_folder_has_one_sorted_file_per_numeric_column(tmp_path):
     # a metric that is gone leaves no stale file
     pl.read_parquet(results).drop("frames").write_parquet(results)
     with pytest.raises(SdscoreError, match=r"r_scp: --format-out exists .*pass --overwrite"):
-        write_results_as(results, "scp", "naturalness")
-    write_results_as(results, "scp", "naturalness", overwrite=True)
+        write_results_as(results, "scp", NATURALNESS)
+    write_results_as(results, "scp", NATURALNESS, overwrite=True)
     assert not (folder / "frames.scp").exists()
 
 
 def test_keys_carry_the_dataset_where_the_protocol_keys_by_it(tmp_path):
     frame = pl.DataFrame({"instance_id": ["1", "1", "2"], "dataset": ["vctk", "libri", None], "score": [0.1, 0.2, 0.3]})
-    assert result_keys(frame, "consistency").to_list() == ["vctk/1", "libri/1", "2"]
+    assert result_keys(frame, CONSISTENCY).to_list() == ["vctk/1", "libri/1", "2"]
     frame.write_parquet(tmp_path / "c.parquet")
-    write_results_as(tmp_path / "c.parquet", "scp", "consistency", tmp_path / "scp")
+    write_results_as(tmp_path / "c.parquet", "scp", CONSISTENCY, tmp_path / "scp")
     assert read_scp(tmp_path / "scp" / "score.scp") == [("2", "0.3"), ("libri/1", "0.2"), ("vctk/1", "0.1")]
 
 
 def test_keys_an_scp_cannot_hold_are_refused(tmp_path):
     pl.DataFrame({"item_id": ["a b", "c"], "mos": [1.0, 2.0]}).write_parquet(tmp_path / "space.parquet")
     with pytest.raises(SdscoreError, match=r"row 1: key 'a b' holds whitespace"):
-        write_results_as(tmp_path / "space.parquet", "scp", "naturalness")
+        write_results_as(tmp_path / "space.parquet", "scp", NATURALNESS)
     pl.DataFrame({"item_id": ["a", "c", "a"], "mos": [1.0, 2.0, 3.0]}).write_parquet(tmp_path / "dup.parquet")
     with pytest.raises(SdscoreError, match=r"rows 1 and 3 share the key 'a'; cannot write versa"):
-        write_results_as(tmp_path / "dup.parquet", "versa", "naturalness")
+        write_results_as(tmp_path / "dup.parquet", "versa", NATURALNESS)
     pl.DataFrame({"item_id": ["a"], "text": ["x"]}).write_parquet(tmp_path / "none.parquet")
     with pytest.raises(SdscoreError, match="no numeric columns to write as scp files"):
-        write_results_as(tmp_path / "none.parquet", "scp", "naturalness")
+        write_results_as(tmp_path / "none.parquet", "scp", NATURALNESS)
     with pytest.raises(ValueError, match="unknown output format 'csv'"):
-        write_results_as(tmp_path / "none.parquet", "csv", "naturalness")
+        write_results_as(tmp_path / "none.parquet", "csv", NATURALNESS)
 
 
 def test_cli_scores_a_lhotse_cutset_and_writes_versa(tmp_path):

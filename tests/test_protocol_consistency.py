@@ -13,7 +13,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from sdscore.corpus import CONSISTENCY_INSTANCES, read_manifest, write_manifest
+from sdscore.corpus import CONSISTENCY_INSTANCES, write_manifest
+from sdscore.manifests import read_manifest
 from sdscore.protocols import registry
 from sdscore.protocols.consistency import (
     METHODS,

@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from sdscore.cli import main
-from sdscore.corpus import read_manifest
+from sdscore.manifests import read_manifest
 from sdscore.report.html import AudioEmbedder, render_report
 from sdscore.report.html.elements import format_value, lookup
 from sdscore.report_document import protocol_section

@@ -10,6 +10,7 @@ import pytest
 from runtime_toy_scorer import FailingScorer, GatedScorer, ShortScorer, ToyScorer, write_arena_manifest
 
 from sdscore.errors import SdscoreError
+from sdscore.protocols.arena.spec import SPEC as ARENA
 from sdscore.runtime.provenance import read_provenance
 from sdscore.runtime.run import score_manifest
 from sdscore.runtime.scorer import ScoringJob
@@ -22,7 +23,7 @@ def manifest(tmp_path):
 
 def _expected(manifest_path) -> pl.DataFrame:
     """The toy scorer over the whole manifest at once, read the way the runtime reads it."""
-    from sdscore.corpus import read_manifest
+    from sdscore.manifests import read_manifest
 
     return ToyScorer()(read_manifest(manifest_path, "arena", errors="collect"))
 
@@ -30,7 +31,7 @@ def _expected(manifest_path) -> pl.DataFrame:
 @pytest.mark.parametrize("window_rows", [1, 7, 50, 1000])
 def test_windows_give_the_one_batch_result(manifest, tmp_path, window_rows):
     out = tmp_path / "out.parquet"
-    summary = score_manifest(ScoringJob("arena", ToyScorer), manifest, out, window_rows=window_rows)
+    summary = score_manifest(ScoringJob(ARENA, ToyScorer), manifest, out, window_rows=window_rows)
     results = pl.read_parquet(out)
     assert results.equals(_expected(manifest))
     assert (summary.rows, summary.failed) == (50, 5)
@@ -40,8 +41,8 @@ def test_windows_give_the_one_batch_result(manifest, tmp_path, window_rows):
 
 
 def test_processes_executor_equals_local(manifest, tmp_path):
-    score_manifest(ScoringJob("arena", ToyScorer, {"scale": 2.0}), manifest, tmp_path / "a.parquet", window_rows=6)
-    score_manifest(ScoringJob("arena", ToyScorer, {"scale": 2.0}), manifest, tmp_path / "b.parquet",
+    score_manifest(ScoringJob(ARENA, ToyScorer, {"scale": 2.0}), manifest, tmp_path / "a.parquet", window_rows=6)
+    score_manifest(ScoringJob(ARENA, ToyScorer, {"scale": 2.0}), manifest, tmp_path / "b.parquet",
                    executor="processes", workers=2, window_rows=6)
     assert pl.read_parquet(tmp_path / "b.parquet").equals(pl.read_parquet(tmp_path / "a.parquet"))
 
@@ -49,19 +50,25 @@ def test_processes_executor_equals_local(manifest, tmp_path):
 def test_a_scorer_that_cannot_load_reports_its_error(manifest, tmp_path):
     for executor, workers in (("local", 1), ("processes", 2)):
         with pytest.raises(RuntimeError, match=r"toy weights are missing \(scale=3\)"):
-            score_manifest(ScoringJob("arena", FailingScorer, {"scale": 3}), manifest, tmp_path / "o.parquet",
+            score_manifest(ScoringJob(ARENA, FailingScorer, {"scale": 3}), manifest, tmp_path / "o.parquet",
                            executor=executor, workers=workers)
         assert not (tmp_path / "o.parquet").exists() and not (tmp_path / "o.parquet.parts").exists()
 
 
 def test_a_scorer_that_loses_rows_is_refused(manifest, tmp_path):
     with pytest.raises(SdscoreError, match=r"ShortScorer returned 9 result rows for 10 input rows \(rows 1..10\)"):
-        score_manifest(ScoringJob("arena", ShortScorer), manifest, tmp_path / "o.parquet", window_rows=10)
+        score_manifest(ScoringJob(ARENA, ShortScorer), manifest, tmp_path / "o.parquet", window_rows=10)
 
 
 def test_unknown_settings_are_refused_before_any_work():
     with pytest.raises(ValueError, match="ToyScorer: bad settings .*unexpected keyword argument 'sclae'"):
-        ScoringJob("arena", ToyScorer, {"sclae": 2.0})
+        ScoringJob(ARENA, ToyScorer, {"sclae": 2.0})
+
+
+def test_a_job_takes_a_manifest_spec_not_a_protocol_name():
+    with pytest.raises(TypeError, match=r"ScoringJob\.protocol must be a ManifestSpec \(a protocol package's "
+                                        r"spec\.SPEC\), not 'arena'"):
+        ScoringJob("arena", ToyScorer)
 
 
 def test_resume_refuses_changed_settings_and_manifest(manifest, tmp_path, monkeypatch):
@@ -77,29 +84,29 @@ def test_resume_refuses_changed_settings_and_manifest(manifest, tmp_path, monkey
 
     monkeypatch.setattr(ToyScorer, "__call__", dies_on_third)
     with pytest.raises(KeyboardInterrupt):
-        score_manifest(ScoringJob("arena", ToyScorer), manifest, out, window_rows=10)
+        score_manifest(ScoringJob(ARENA, ToyScorer), manifest, out, window_rows=10)
     monkeypatch.setattr(ToyScorer, "__call__", real)
     assert sorted(p.name for p in (tmp_path / "out.parquet.parts").iterdir()) == [
         "part-000000.parquet", "part-000001.parquet", "run.json"]
     with pytest.raises(SdscoreError, match="pass --resume"):
-        score_manifest(ScoringJob("arena", ToyScorer), manifest, out)
+        score_manifest(ScoringJob(ARENA, ToyScorer), manifest, out)
     with pytest.raises(SdscoreError, match=r"settings.scale \(1.0 then, 2.0 now\)"):
-        score_manifest(ScoringJob("arena", ToyScorer, {"scale": 2.0}), manifest, out, resume=True)
+        score_manifest(ScoringJob(ARENA, ToyScorer, {"scale": 2.0}), manifest, out, resume=True)
     # the manifest edited elsewhere: a row changes (tests/test_hardening_results.py edits one in place)
     frame = pl.read_parquet(manifest).with_columns(pl.col("model_a").str.replace("model-1", "model-9"))
     edited = tmp_path / "edited" / "battles.parquet"
     edited.parent.mkdir()
     frame.write_parquet(edited)
     with pytest.raises(SdscoreError, match=r"manifest\.(content|path)"):
-        score_manifest(ScoringJob("arena", ToyScorer), edited, out, resume=True)
-    summary = score_manifest(ScoringJob("arena", ToyScorer), manifest, out, resume=True, executor="processes",
+        score_manifest(ScoringJob(ARENA, ToyScorer), edited, out, resume=True)
+    summary = score_manifest(ScoringJob(ARENA, ToyScorer), manifest, out, resume=True, executor="processes",
                              workers=2)  # the executor is not part of the record
     assert (summary.resumed_shards, summary.scored_shards) == (2, 3)
     assert pl.read_parquet(out).equals(_expected(manifest))
 
 
 def test_output_path_is_checked_before_any_work(manifest, tmp_path):
-    job = ScoringJob("arena", FailingScorer)  # would raise if it were ever built
+    job = ScoringJob(ARENA, FailingScorer)  # would raise if it were ever built
     with pytest.raises(SdscoreError, match="is the manifest itself"):
         score_manifest(job, manifest, manifest)
     with pytest.raises(SdscoreError, match="results are written as Parquet; give --out a .parquet path"):
@@ -118,7 +125,7 @@ def test_output_path_is_checked_before_any_work(manifest, tmp_path):
 
 def test_empty_manifest_gives_an_empty_output_with_columns(tmp_path):
     path = write_arena_manifest(tmp_path / "empty.parquet", n_rows=0)
-    summary = score_manifest(ScoringJob("arena", ToyScorer), path, tmp_path / "o.parquet")
+    summary = score_manifest(ScoringJob(ARENA, ToyScorer), path, tmp_path / "o.parquet")
     results = pl.read_parquet(tmp_path / "o.parquet")
     assert summary.rows == results.height == 0
     assert results.columns == ["battle_id", "value", "pair", "vector", "side", "note", "error"]
@@ -127,7 +134,7 @@ def test_empty_manifest_gives_an_empty_output_with_columns(tmp_path):
 def test_other_formats_stream_through_a_staged_copy(manifest, tmp_path):
     jsonl = tmp_path / "battles.jsonl"
     pl.read_parquet(manifest).write_ndjson(jsonl)
-    score_manifest(ScoringJob("arena", ToyScorer), jsonl, tmp_path / "o.parquet", window_rows=8)
+    score_manifest(ScoringJob(ARENA, ToyScorer), jsonl, tmp_path / "o.parquet", window_rows=8)
     assert pl.read_parquet(tmp_path / "o.parquet").equals(_expected(manifest))
     assert not list(tmp_path.glob(".o.parquet.stage-*"))  # the staging copy is removed
 
@@ -138,14 +145,14 @@ def test_duplicate_ids_across_windows_are_row_errors(tmp_path):
     frame = frame.with_columns(pl.when(pl.int_range(pl.len()) == 10).then(pl.lit("b0002"))
                                .otherwise(pl.col("battle_id")).alias("battle_id"))
     frame.write_parquet(path)
-    score_manifest(ScoringJob("arena", ToyScorer), path, tmp_path / "o.parquet", window_rows=4)
+    score_manifest(ScoringJob(ARENA, ToyScorer), path, tmp_path / "o.parquet", window_rows=4)
     errors = pl.read_parquet(tmp_path / "o.parquet")["error"].to_list()
     assert [i for i, e in enumerate(errors) if e] == [10]
     assert "'b0002' repeats row 3" in errors[10]
 
 
 def test_provenance_is_stored_in_the_output(manifest, tmp_path):
-    score_manifest(ScoringJob("arena", ToyScorer, {"scale": 2.0}), manifest, tmp_path / "o.parquet")
+    score_manifest(ScoringJob(ARENA, ToyScorer, {"scale": 2.0}), manifest, tmp_path / "o.parquet")
     meta = read_provenance(tmp_path / "o.parquet")
     assert meta["protocol"] == "arena" and meta["scorer"] == "runtime_toy_scorer:ToyScorer"
     assert meta["settings"] == {"scale": 2.0}
@@ -166,7 +173,7 @@ class _NullInFirstWindow(ToyScorer):
 
 
 def test_a_column_null_in_one_window_merges_with_its_type_from_others(manifest, tmp_path):
-    score_manifest(ScoringJob("arena", _NullInFirstWindow), manifest, tmp_path / "o.parquet", window_rows=10)
+    score_manifest(ScoringJob(ARENA, _NullInFirstWindow), manifest, tmp_path / "o.parquet", window_rows=10)
     results = pl.read_parquet(tmp_path / "o.parquet")
     assert results.schema["note"] == pl.String
     assert results["note"].null_count() == 10
@@ -218,7 +225,7 @@ def test_a_manifest_without_required_columns_stops_before_the_scorer_loads(tmp_p
     path = tmp_path / "m.parquet"
     pl.DataFrame({"battle_id": ["a"], "model_a": ["x"]}).write_parquet(path)
     with pytest.raises(ManifestError, match="missing required columns 'model_b', 'winner' for protocol 'arena'"):
-        score_manifest(ScoringJob("arena", FailingScorer), path, tmp_path / "o.parquet")
+        score_manifest(ScoringJob(ARENA, FailingScorer), path, tmp_path / "o.parquet")
 
 
 def test_a_second_run_on_the_same_output_is_refused_and_a_dead_holder_never_blocks(manifest, tmp_path):
@@ -233,22 +240,22 @@ def test_a_second_run_on_the_same_output_is_refused_and_a_dead_holder_never_bloc
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(SdscoreError, match=rf"another run is writing this output \(pid {holder.pid} on .*started"):
-            score_manifest(ScoringJob("arena", ToyScorer), manifest, out)
+            score_manifest(ScoringJob(ARENA, ToyScorer), manifest, out)
         with pytest.raises(SdscoreError, match="another run is writing this output"):
-            score_manifest(ScoringJob("arena", ToyScorer), manifest, out, resume=True)
+            score_manifest(ScoringJob(ARENA, ToyScorer), manifest, out, resume=True)
     finally:
         holder.kill()  # SIGKILL: the lock file stays, the kernel drops the lock
         holder.wait()
     assert (tmp_path / "o.parquet.lock").exists()
-    score_manifest(ScoringJob("arena", ToyScorer), manifest, out)
+    score_manifest(ScoringJob(ARENA, ToyScorer), manifest, out)
     assert pl.read_parquet(out).height == 50 and not (tmp_path / "o.parquet.lock").exists()
 
 
 def test_workers_choose_the_processes_executor_and_local_refuses_them(manifest, tmp_path):
-    summary = score_manifest(ScoringJob("arena", ToyScorer), manifest, tmp_path / "o.parquet", workers=2)
+    summary = score_manifest(ScoringJob(ARENA, ToyScorer), manifest, tmp_path / "o.parquet", workers=2)
     assert read_provenance(summary.out)["executor"]["name"] == "processes"
     with pytest.raises(ValueError, match="the local executor runs in this process: workers must be 1, got 2"):
-        score_manifest(ScoringJob("arena", ToyScorer), manifest, tmp_path / "p.parquet", executor="local", workers=2)
+        score_manifest(ScoringJob(ARENA, ToyScorer), manifest, tmp_path / "p.parquet", executor="local", workers=2)
 
 
 def test_kill_9_midway_then_resume_equals_an_uninterrupted_run(manifest, tmp_path):
@@ -264,8 +271,9 @@ def test_kill_9_midway_then_resume_equals_an_uninterrupted_run(manifest, tmp_pat
            "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")])}
     process = subprocess.Popen(
         [sys.executable, "-c", "import sys\nfrom runtime_toy_scorer import GatedScorer\n"
-         "from sdscore.runtime.run import score_manifest\nfrom sdscore.runtime.scorer import ScoringJob\n"
-         "score_manifest(ScoringJob('arena', GatedScorer), sys.argv[1], sys.argv[2], window_rows=6)\n",
+         "from sdscore.protocols.arena.spec import SPEC\nfrom sdscore.runtime.run import score_manifest\n"
+         "from sdscore.runtime.scorer import ScoringJob\n"
+         "score_manifest(ScoringJob(SPEC, GatedScorer), sys.argv[1], sys.argv[2], window_rows=6)\n",
          str(manifest), str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     hang_guard = time.monotonic() + 300  # a run that never writes fails here instead of hanging the suite
     try:
@@ -278,8 +286,8 @@ def test_kill_9_midway_then_resume_equals_an_uninterrupted_run(manifest, tmp_pat
         process.wait()
     assert not out.exists() and len(list(parts.glob("part-*.parquet"))) == 2
     assert (tmp_path / "o.parquet.lock").exists()
-    summary = score_manifest(ScoringJob("arena", GatedScorer), manifest, out, window_rows=6, resume=True)
+    summary = score_manifest(ScoringJob(ARENA, GatedScorer), manifest, out, window_rows=6, resume=True)
     assert summary.resumed_shards == 2 and not parts.exists()
-    score_manifest(ScoringJob("arena", ToyScorer), manifest, tmp_path / "full.parquet", window_rows=6)
+    score_manifest(ScoringJob(ARENA, ToyScorer), manifest, tmp_path / "full.parquet", window_rows=6)
     assert pl.read_parquet(out).equals(pl.read_parquet(tmp_path / "full.parquet"))
     assert pl.read_parquet(out).equals(_expected(manifest))

@@ -16,7 +16,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from sdscore.cli import main
-from sdscore.corpus import read_manifest
+from sdscore.manifests import read_manifest
 
 #: protocol → (corpus manifest, id column, CLI options: fast and offline)
 PROTOCOLS = {

@@ -21,6 +21,7 @@ import polars as pl  # noqa: E402
 from polars.testing import assert_frame_equal  # noqa: E402
 
 from sdscore.errors import SdscoreError  # noqa: E402
+from sdscore.protocols.arena.spec import SPEC as ARENA  # noqa: E402
 from sdscore.runtime.executors import make_executor  # noqa: E402
 from sdscore.runtime.executors.ray_data import ROW_COLUMN, SHARD_COLUMN, RayExecutor, _Shards  # noqa: E402
 from sdscore.runtime.provenance import read_provenance  # noqa: E402
@@ -59,7 +60,7 @@ def manifest(tmp_path_factory) -> str:
 
 
 def _job(scorer=ToyScorer) -> ScoringJob:
-    return ScoringJob("arena", scorer, {"scale": 2.0})
+    return ScoringJob(ARENA, scorer, {"scale": 2.0})
 
 
 def test_ray_matches_local_row_for_row(fresh_ray, manifest, tmp_path):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from sdscore.protocols.arena.spec import SPEC as ARENA
 from sdscore.protocols.registry import protocol
 from sdscore.runtime.scorer import ScoringJob
 from sdscore.runtime.settings import (
@@ -126,12 +127,12 @@ def test_the_run_record_leaves_volatile_settings_out():
 
 
 def test_a_job_checks_and_records_from_the_settings_class():
-    job = ScoringJob("arena", FastScorer, {"model": "m", "cache_dir": "/a"})
-    resumed = ScoringJob("arena", FastScorer, {"model": "m", "cache_dir": "/b"})
+    job = ScoringJob(ARENA, FastScorer, {"model": "m", "cache_dir": "/a"})
+    resumed = ScoringJob(ARENA, FastScorer, {"model": "m", "cache_dir": "/b"})
     assert job.score_settings() == resumed.score_settings()  # a volatile change resumes
-    assert job.score_settings() != ScoringJob("arena", FastScorer, {"model": "m", "level": 4}).score_settings()
+    assert job.score_settings() != ScoringJob(ARENA, FastScorer, {"model": "m", "level": 4}).score_settings()
     with pytest.raises(SettingsError, match="unknown setting 'levle' for FastSettings"):
-        ScoringJob("arena", FastScorer, {"levle": 4})
+        ScoringJob(ARENA, FastScorer, {"levle": 4})
 
 
 def test_a_setting_declared_twice_differently_is_refused():

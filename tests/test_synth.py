@@ -13,8 +13,8 @@ import pytest
 import soundfile as sf
 
 from sdscore import audio
-from sdscore.corpus import manifest_spec, validate_manifest
 from sdscore.errors import MissingDependencyError, SdscoreError
+from sdscore.manifests import manifest_spec, validate_manifest
 from sdscore.metrics.fusion import fuse
 from sdscore.metrics.ratings import bradley_terry
 from sdscore.synth import build_corpus, clips, render, similarity

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from sdscore.cli import main
-from sdscore.corpus import manifest_spec, validate_manifest
+from sdscore.manifests import manifest_spec, validate_manifest
 from sdscore.synth.build import CONSISTENCY_10TURN_TABLE, SIZES
 from sdscore.synth.consistency_instances import DATASET_10TURN, build_consistency
 from sdscore.synth.voices import VOICES_BY_ID

@@ -15,6 +15,9 @@ _LAZY = {
     "RewardScorer": "sdscore.runtime.reward.episode_scorer",
     "Episode": "sdscore.models.episodes",
     "Turn": "sdscore.models.episodes",
+    # manifests by a registered protocol's name (sdscore.corpus takes ManifestSpec values only)
+    **{name: "sdscore.manifests" for name in ("audio_paths", "infer_protocol", "manifest_spec", "manifest_specs",
+                                               "read_manifest", "resolve_audio_paths", "validate_manifest")},
 }
 
 
@@ -36,4 +39,11 @@ __all__ = [
     "SdscoreError",
     "Turn",
     "__version__",
+    "audio_paths",
+    "infer_protocol",
+    "manifest_spec",
+    "manifest_specs",
+    "read_manifest",
+    "resolve_audio_paths",
+    "validate_manifest",
 ]

@@ -121,7 +121,7 @@ def protocol_section(
                 merged.update(finder.manifest)
         finders = [ItemFinder(spec, view.clip_paths, merged or finders[0].manifest, embedder)]
     _check_metrics_protocol(protocol, metrics, metrics_path)
-    context = ViewContext(protocol, source or protocol, metrics, frames, finders)
+    context = ViewContext(source or protocol, metrics, frames, finders)
     try:
         headline, blocks = view.build(context)
     except (KeyError, IndexError, TypeError, AttributeError) as error:  # another protocol's or a mangled file

@@ -3,7 +3,7 @@
 import polars as pl
 
 from sdscore.runtime.scorer import ScoringJob
-from toy_protocol.spec import TOY_SPEC
+from toy_protocol.spec import SPEC
 
 
 class ToyScorer:
@@ -20,4 +20,4 @@ class ToyScorer:
 
 
 def scoring_job(weight: float = 1.0) -> ScoringJob:
-    return ScoringJob(TOY_SPEC, ToyScorer, {"weight": weight})
+    return ScoringJob(SPEC, ToyScorer, {"weight": weight})

@@ -1,4 +1,5 @@
-"""The toy protocol's manifest: one row per clip, its words and (optionally) its audio."""
+"""The toy protocol's manifest: one row per clip, its words and (optionally) its audio. Its registry
+entry names this module's SPEC; corpus/ reads and validates with it as handed down."""
 
 import polars as pl
 
@@ -14,6 +15,6 @@ def toy_row_checks() -> list[RowCheck]:
     return [RowCheck("words", words.str.contains(r"\d"), pl.format("'{}' holds a digit", words))]
 
 
-TOY_SPEC = make_spec("toy", CLIPS, required=("clip_id", "words"), id_column="clip_id", unique_key=("clip_id",),
-                     allowed_values={"mood": ("calm", "loud")}, audio_columns=("audio_path",),
-                     row_checks=toy_row_checks)
+SPEC = make_spec("toy", CLIPS, required=("clip_id", "words"), id_column="clip_id", unique_key=("clip_id",),
+                 allowed_values={"mood": ("calm", "loud")}, audio_columns=("audio_path",),
+                 row_checks=toy_row_checks)

@@ -13,11 +13,13 @@ def _cmd_stratify(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from sdscore.corpus.stratify import run_stratify
+    from sdscore.protocols.reward.spec import SPEC
 
     plan = output_plan(args, "sdscore corpus stratify")
     out = plan.file(args.out, "--out")
     remaining = None if args.remaining is None else plan.file(args.remaining, "--remaining")
-    summary = run_stratify(args.manifest, out, args.per_bucket, args.by, args.seed, remaining_out=remaining)
+    summary = run_stratify(args.manifest, out, args.per_bucket, args.by, args.seed, remaining_out=remaining,
+                           spec=SPEC)
     table = Table(title=f"stratified: at most {args.per_bucket} per ({args.by})")
     keys = [k for k in summary["buckets"][0] if k not in ("available", "selected")] if summary["buckets"] else []
     for column in [*keys, "available", "selected"]:
@@ -81,9 +83,10 @@ def _cmd_filter_sdiareward(args: argparse.Namespace) -> int:
 
     from sdscore.corpus import read_manifest, write_manifest
     from sdscore.protocols.reward.dataset_filters import filter_pairs
+    from sdscore.protocols.reward.spec import SPEC
 
     out = output_plan(args, "sdscore corpus filter-sdiareward").file(args.out, "--out")
-    pairs = read_manifest(args.manifest, "reward")
+    pairs = read_manifest(args.manifest, SPEC)
     kept, dropped = filter_pairs(pairs, max_turns=args.max_turns,
                                  max_turn_seconds=None if args.no_durations else args.max_turn_seconds)
     write_manifest(kept, out)

@@ -10,8 +10,7 @@ from typing import TypeVar
 
 import polars as pl
 
-from sdscore.corpus.builtin_specs import spec_of
-from sdscore.corpus.schemas import TURN, ManifestSpec
+from sdscore.corpus.schemas import TURN, ManifestSpec, require_spec
 
 Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 
@@ -40,10 +39,10 @@ def resolve_path(path: pl.Expr, base_dir: str) -> pl.Expr:
     )
 
 
-def resolve_audio_paths(frame: Frame, protocol: str | ManifestSpec, base_dir: str) -> Frame:
-    """Resolve the spec's (or a built-in protocol's) audio columns, paths inside list columns and inside turn structs."""
+def resolve_audio_paths(frame: Frame, spec: ManifestSpec, base_dir: str) -> Frame:
+    """Resolve the spec's audio columns, paths inside list columns and inside turn structs."""
     schema = frame.collect_schema() if isinstance(frame, pl.LazyFrame) else frame.schema
-    audio_columns = spec_of(protocol).audio_columns
+    audio_columns = require_spec(spec, "sdscore.corpus.resolve_audio_paths").audio_columns
     expressions = []
     for name, dtype in schema.items():
         if dtype == pl.List(TURN):

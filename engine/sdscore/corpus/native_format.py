@@ -18,8 +18,7 @@ from sdscore.corpus import sdiareward_format
 from sdscore.corpus.hcot_format import dataset_name, is_hcot_row, read_hcot_rows
 from sdscore.corpus.raw_table import PARSE_ERROR, RawTable, data_row_labels
 from sdscore.corpus.row_locations import jsonl_row_locator
-from sdscore.corpus.builtin_specs import MANIFESTS
-from sdscore.corpus.schemas import TURN
+from sdscore.corpus.schemas import BATTLES, CONSISTENCY_INSTANCES, JUDGE_ITEMS, NATURALNESS_ITEMS, REWARD_PAIRS, TURN
 from sdscore.corpus.sdiareward_format import (
     is_sdiareward_arrow_schema,
     is_sdiareward_row,
@@ -40,9 +39,11 @@ def _lenient(dtype: pl.DataType) -> pl.DataType:
     return pl.String
 
 
-#: Every known column (their dtypes agree across protocols) → the dtype to read it as.
+#: Every column of the schemas here (their dtypes agree across them) → the dtype to read it as.
 LENIENT_DTYPES: dict[str, pl.DataType] = {
-    name: _lenient(dtype) for spec in MANIFESTS.values() for name, dtype in spec.schema.items()
+    name: _lenient(dtype)
+    for schema in (REWARD_PAIRS, JUDGE_ITEMS, CONSISTENCY_INSTANCES, NATURALNESS_ITEMS, BATTLES)
+    for name, dtype in schema.items()
 }
 
 

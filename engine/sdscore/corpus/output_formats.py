@@ -29,8 +29,7 @@ from pathlib import Path
 import polars as pl
 
 from sdscore.atomic_write import atomic_path
-from sdscore.corpus.builtin_specs import spec_of
-from sdscore.corpus.schemas import ManifestSpec
+from sdscore.corpus.schemas import ManifestSpec, require_spec
 from sdscore.corpus.validate import ERROR_COLUMN
 from sdscore.errors import SdscoreError
 from sdscore.output_paths import OutputPlan, staged_folder
@@ -49,9 +48,9 @@ def default_destination(results: str | os.PathLike, fmt: str) -> Path:
             "versa": stem.with_name(stem.name + ".versa.jsonl"), "scp": stem.with_name(stem.name + "_scp")}[fmt]
 
 
-def result_keys(frame: pl.DataFrame, spec: ManifestSpec | str) -> pl.Series:
+def result_keys(frame: pl.DataFrame, spec: ManifestSpec) -> pl.Series:
     """Each row's utterance key: the id column, `dataset/` before it where the protocol keys by dataset."""
-    spec = spec_of(spec)
+    spec = require_spec(spec, "result_keys")
     if spec.id_column not in frame.columns:
         raise SdscoreError(f"results have no {spec.id_column!r} column to key rows by (protocol {spec.name})")
     key = pl.col(spec.id_column).cast(pl.String)
@@ -121,7 +120,7 @@ def write_scp(frame: pl.DataFrame, spec: ManifestSpec, destination: Path, source
     return destination
 
 
-def write_results_as(results: str | os.PathLike, fmt: str, spec: ManifestSpec | str,
+def write_results_as(results: str | os.PathLike, fmt: str, spec: ManifestSpec,
                      destination: str | os.PathLike | None = None, *, overwrite: bool = False) -> Path:
     """Write a finished results Parquet as `fmt` (see the module doc); returns what was written.
 
@@ -145,7 +144,7 @@ def write_results_as(results: str | os.PathLike, fmt: str, spec: ManifestSpec | 
         with atomic_path(target, durable=True) as temp:
             pl.scan_parquet(source).sink_ndjson(str(temp))
         return target
-    frame, spec = pl.read_parquet(source), spec_of(spec)
+    frame, spec = pl.read_parquet(source), require_spec(spec, "write_results_as")
     if fmt == "versa":
         return write_versa(frame, spec, target, source)
     return write_scp(frame, spec, target, source, overwrite=overwrite)

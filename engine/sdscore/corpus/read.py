@@ -2,9 +2,11 @@
 
 Dispatch is by suffix or layout: a folder with a wav.scp is a Kaldi data directory, any other
 folder a Hugging Face dataset; `.tar` is a WebDataset shard; `.jsonl(.gz)` whose first line is a
-Lhotse cut, recording or supervision is a Lhotse manifest. The protocol is taken from the format,
-the caller, or the columns. Reading never decodes audio: paths are only resolved as strings
-(a WebDataset shard's audio members are copied out to files, see webdataset_format).
+Lhotse cut, recording or supervision is a Lhotse manifest. The caller hands in the manifest's
+ManifestSpec, or candidate specs to choose from by the format or the columns (corpus/ never looks a
+protocol up by name: sdscore.read_manifest takes a registered protocol's name). Reading never
+decodes audio: paths are only resolved as strings (a WebDataset shard's audio members are copied out
+to files, see webdataset_format).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -32,8 +35,7 @@ from sdscore.corpus.native_format import (
     read_parquet,
 )
 from sdscore.corpus.raw_table import RawTable
-from sdscore.corpus.builtin_specs import MANIFESTS, spec_of
-from sdscore.corpus.schemas import ManifestSpec
+from sdscore.corpus.schemas import ManifestSpec, require_spec
 from sdscore.corpus.validate import DEFAULT_MAX_ERRORS, validate_manifest
 from sdscore.corpus.webdataset_format import read_webdataset_shard
 from sdscore.errors import ManifestError
@@ -55,7 +57,7 @@ _READERS = {
 
 def read_manifest(
     path: str | os.PathLike,
-    protocol: str | ManifestSpec | None = None,
+    spec: ManifestSpec | Sequence[ManifestSpec],
     *,
     resolve_audio: bool = True,
     lazy: bool = False,
@@ -64,8 +66,8 @@ def read_manifest(
 ) -> pl.DataFrame | pl.LazyFrame:
     """Read, type and validate a manifest; relative audio paths become paths under its folder.
 
-    protocol: a ManifestSpec, a built-in protocol's name (one of MANIFESTS), or None to infer a
-    built-in protocol from the format or the columns.
+    spec: the manifest's ManifestSpec, or a sequence of candidate specs: the one the file's format
+    belongs to (an SDiaReward file holds reward pairs), else the one whose required columns it has.
     lazy=True returns a LazyFrame: Parquet and CSV stay scans, JSON(L) is parsed into Arrow first;
     either way the rows are validated in one pass before it returns.
     errors: "raise" (one ManifestError listing up to max_errors problems) or "collect" (an `error`
@@ -75,7 +77,7 @@ def read_manifest(
     try:
         table = load_table(source)
         columns = table.frame.collect_schema()
-        spec = choose_spec(table, columns.names(), protocol)
+        spec = choose_spec(table, columns.names(), spec)
         frame = with_ids(table.frame, columns.names(), spec)
         if not lazy:
             frame = frame.collect()
@@ -162,41 +164,55 @@ def _first_line_is_lhotse(path: str) -> bool:
     return False
 
 
-def infer_protocol(columns: list[str], source: str = "<frame>") -> str:
-    """The one protocol whose required columns (its id aside, which can be filled) are all present."""
-    fits = [
-        spec.name
-        for spec in MANIFESTS.values()
-        if all(column in columns for column in spec.required if column != spec.id_column)
-    ]
+def infer_spec(columns: list[str], specs: Sequence[ManifestSpec], source: str = "<frame>") -> ManifestSpec:
+    """The one spec among specs whose required columns (its id aside, which can be filled) are all present."""
+    specs = _candidates(specs)
+    fits = [spec for spec in specs if all(column in columns for column in spec.required if column != spec.id_column)]
     if len(fits) == 1:
         return fits[0]
     if fits:
         raise ManifestError(
-            f"{source}: the columns fit several protocols ({', '.join(fits)}); pass protocol= one of them"
+            f"{source}: the columns fit several protocols ({', '.join(spec.name for spec in fits)}); "
+            "pass protocol= one of them"
         )
-    needs = "; ".join(f"{spec.name}: {', '.join(spec.required)}" for spec in MANIFESTS.values())
+    needs = "; ".join(f"{spec.name}: {', '.join(spec.required)}" for spec in specs)
     raise ManifestError(
         f"{source}: cannot tell the protocol from the columns ({', '.join(columns) or 'none'}); "
-        f"pass protocol= one of {', '.join(MANIFESTS)} (required columns — {needs})"
+        f"pass protocol= one of {', '.join(spec.name for spec in specs)} (required columns — {needs})"
     )
 
 
-def choose_spec(table: RawTable, columns: list[str], protocol: str | ManifestSpec | None) -> ManifestSpec:
-    """The caller's spec (or built-in protocol) if given — it must agree with the format's — else the
-    format's or the one the columns fit."""
-    if protocol is not None:
-        spec = spec_of(protocol, table.source)
+def choose_spec(table: RawTable, columns: list[str], spec: ManifestSpec | Sequence[ManifestSpec]) -> ManifestSpec:
+    """The caller's spec — it must agree with the format's protocol — or, of candidate specs, the one
+    the format belongs to, else the one the columns fit."""
+    if isinstance(spec, ManifestSpec):
         if table.protocol_hint not in (None, spec.name):
             raise ManifestError(
                 f"{table.source}: holds {table.format_name} rows for protocol '{table.protocol_hint}', not '{spec.name}'"
             )
         return spec
+    specs = _candidates(spec)
     if table.protocol_hint is not None:
-        return MANIFESTS[table.protocol_hint]
+        for candidate in specs:
+            if candidate.name == table.protocol_hint:
+                return candidate
+        raise ManifestError(
+            f"{table.source}: holds {table.format_name} rows for protocol '{table.protocol_hint}', not one of "
+            f"{', '.join(candidate.name for candidate in specs)}"
+        )
     if not columns:
         raise ManifestError(f"{table.source}: the file holds no rows; pass protocol= to read it as empty")
-    return MANIFESTS[infer_protocol(columns, table.source)]
+    return infer_spec(columns, specs, table.source)
+
+
+def _candidates(specs: Sequence[ManifestSpec]) -> tuple[ManifestSpec, ...]:
+    """Candidate specs, checked: a name (or a list of names) is not a spec; none at all is refused."""
+    if isinstance(specs, str):
+        require_spec(specs, "sdscore.corpus.read_manifest")
+    candidates = tuple(require_spec(spec, "sdscore.corpus.read_manifest") for spec in specs)
+    if not candidates:
+        raise ValueError("no candidate ManifestSpec given to choose from")
+    return candidates
 
 
 def with_ids(frame: pl.LazyFrame, columns: list[str], spec: ManifestSpec) -> pl.LazyFrame:

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import polars as pl
 
-from sdscore.corpus.builtin_specs import MANIFESTS
-from sdscore.corpus.schemas import TURN, ManifestSpec
+from sdscore.corpus.schemas import TURN, ManifestSpec, require_spec
 
 
-def audio_paths(frame: pl.DataFrame, protocol: str | ManifestSpec) -> list[str]:
+def audio_paths(frame: pl.DataFrame, spec: ManifestSpec) -> list[str]:
     """Distinct audio paths referenced by a manifest frame (columns and turn structs), first-seen order."""
-    if not isinstance(protocol, ManifestSpec) and protocol not in MANIFESTS:
-        raise ValueError(f"unknown protocol {protocol!r}; expected one of {', '.join(MANIFESTS)}")
-    audio_columns = (protocol if isinstance(protocol, ManifestSpec) else MANIFESTS[protocol]).audio_columns
+    audio_columns = require_spec(spec, "sdscore.corpus.audio_paths").audio_columns
     series: list[pl.Series] = []
     for name, dtype in frame.schema.items():
         if dtype == pl.List(TURN):

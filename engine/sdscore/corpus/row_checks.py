@@ -2,6 +2,9 @@
 
 Masks are computed over every row; messages only on failing rows, so a clean 1M-row manifest costs
 a few boolean columns. Each message says what is wrong with the value, without the row or column.
+Every spec gets the checks of its columns' types, required columns, enumerations and unique key;
+anything beyond those is the spec's own `row_checks` (a protocol's spec.py), built from the
+generic blocks here (turn lists, path lists, first bad element of a list).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import polars as pl
 
 from sdscore.corpus.column_types import ORIGINAL_PREFIX, describe_dtype
 from sdscore.corpus.raw_table import PARSE_ERROR
-from sdscore.corpus.schemas import SCENARIOS, TURN_ROLES, ManifestSpec
+from sdscore.corpus.schemas import TURN_ROLES, ManifestSpec
 
 #: Internal column: 0-based data-row index.
 ROW_INDEX = "_row_index"
@@ -58,7 +61,8 @@ def first_row_of_key(spec: ManifestSpec) -> pl.Expr:
     return pl.col(ROW_INDEX).min().over(list(spec.unique_key)).alias(FIRST_ROW_OF_KEY)
 
 
-def _quoted(value: pl.Expr) -> pl.Expr:
+def quoted(value: pl.Expr) -> pl.Expr:
+    """A value as 'text' for messages ("null" when missing)."""
     return pl.format("'{}'", value.cast(pl.String)).fill_null("null")
 
 
@@ -73,11 +77,11 @@ def _cast_check(name: str, dtype: pl.DataType) -> RowCheck:
         first = bad.list.arg_max()
         value = original.list.get(first, null_on_oob=True)
         message = pl.format(
-            "the element at index {} is {}, not {}", first, _quoted(value), pl.lit(describe_dtype(dtype.inner))
+            "the element at index {} is {}, not {}", first, quoted(value), pl.lit(describe_dtype(dtype.inner))
         )
         return RowCheck(name, bad.list.any(), message)
     failed = _not_integer(original) if dtype == pl.Int64 else original.is_not_null() & typed.is_null()
-    message = pl.format("{} is not {}", _quoted(original), pl.lit(describe_dtype(dtype)))
+    message = pl.format("{} is not {}", quoted(original), pl.lit(describe_dtype(dtype)))
     return RowCheck(name, failed, message)
 
 
@@ -100,31 +104,32 @@ def _required_check(name: str, dtype: pl.DataType) -> RowCheck:
 def _allowed_check(name: str, values: tuple[str, ...]) -> RowCheck:
     column = pl.col(name)
     failed = column.is_not_null() & ~column.is_in(values)
-    return RowCheck(name, failed, pl.format("{} is not one of {}", _quoted(column), pl.lit(", ".join(values))))
+    return RowCheck(name, failed, pl.format("{} is not one of {}", quoted(column), pl.lit(", ".join(values))))
 
 
 def _duplicate_check(spec: ManifestSpec) -> RowCheck:
     key = spec.unique_key
     id_column = pl.col(spec.id_column)
     failed = id_column.is_not_null() & (pl.col(FIRST_ROW_OF_KEY) != pl.col(ROW_INDEX))
-    message = pl.format("{} repeats row {}", _quoted(id_column), pl.col(FIRST_ROW_OF_KEY) + 1)
+    message = pl.format("{} repeats row {}", quoted(id_column), pl.col(FIRST_ROW_OF_KEY) + 1)
     if len(key) > 1:
-        others = [pl.format("{} {}", pl.lit(k), _quoted(pl.col(k))) for k in key if k != spec.id_column]
+        others = [pl.format("{} {}", pl.lit(k), quoted(pl.col(k))) for k in key if k != spec.id_column]
         message = pl.format(
             "{} repeats row {} (same {})",
-            _quoted(id_column),
+            quoted(id_column),
             pl.col(FIRST_ROW_OF_KEY) + 1,
             pl.concat_str(others, separator=", "),
         )
     return RowCheck(spec.id_column, failed, message)
 
 
-def _non_empty_list(name: str, what: str) -> RowCheck:
+def non_empty_list(name: str, what: str) -> RowCheck:
+    """A list column that is present must hold something ("has no {what}")."""
     column = pl.col(name)
     return RowCheck(name, column.is_not_null() & (column.list.len() == 0), pl.lit(f"has no {what}"))
 
 
-def _first_bad_element(name: str, bad_element: pl.Expr, describe: Callable[[pl.Expr, pl.Expr], pl.Expr]) -> RowCheck:
+def first_bad_element(name: str, bad_element: pl.Expr, describe: Callable[[pl.Expr, pl.Expr], pl.Expr]) -> RowCheck:
     """A check on list elements (null counts as bad): describe(n, element) the first bad one, n from 1."""
     bad = pl.col(name).list.eval(bad_element.fill_null(True))
     first = bad.list.arg_max()
@@ -132,33 +137,35 @@ def _first_bad_element(name: str, bad_element: pl.Expr, describe: Callable[[pl.E
     return RowCheck(name, bad.list.any(), describe(first + 1, element))
 
 
-def _turn_list_checks(name: str) -> list[RowCheck]:
+def turn_list_checks(name: str) -> list[RowCheck]:
+    """A list of TURN structs: not empty, known roles, each turn with text or an audio path."""
     role = pl.element().struct.field("role")
     has_no_content = pl.element().struct.field("text").is_null() & (
         pl.element().struct.field("audio_path").fill_null("").str.strip_chars() == ""
     )
     return [
-        _non_empty_list(name, "turns"),
-        _first_bad_element(
+        non_empty_list(name, "turns"),
+        first_bad_element(
             name,
             ~role.is_in(TURN_ROLES),
             lambda n, turn: pl.format(
                 "turn {} has role {}, not one of {}",
                 n,
-                _quoted(turn.struct.field("role")),
+                quoted(turn.struct.field("role")),
                 pl.lit(", ".join(TURN_ROLES)),
             ),
         ),
-        _first_bad_element(
+        first_bad_element(
             name, has_no_content, lambda n, _turn: pl.format("turn {} has neither text nor audio_path", n)
         ),
     ]
 
 
-def _path_list_checks(name: str) -> list[RowCheck]:
+def path_list_checks(name: str) -> list[RowCheck]:
+    """A list of audio paths: not empty, no missing path."""
     return [
-        _non_empty_list(name, "paths"),
-        _first_bad_element(
+        non_empty_list(name, "paths"),
+        first_bad_element(
             name,
             pl.element().is_null() | (pl.element().str.strip_chars() == ""),
             lambda n, _path: pl.format("the path at index {} is missing", n - 1),
@@ -166,76 +173,6 @@ def _path_list_checks(name: str) -> list[RowCheck]:
     ]
 
 
-def reward_row_checks() -> list[RowCheck]:
-    """The reward pairs' turn lists: not empty, known roles, each turn with text or audio."""
-    return _turn_list_checks("chosen") + _turn_list_checks("rejected")
-
-
-def consistency_row_checks() -> list[RowCheck]:
-    """SpeakerSleuth's instances: turn and candidate lists, scenarios, altered and masked turns."""
-    task, scenario = pl.col("task"), pl.col("scenario")
-    turns, true_turns = pl.col("turn_paths"), pl.col("true_turns")
-    n_turns = turns.list.len()
-    candidates, labels = pl.col("candidate_paths"), pl.col("candidate_scenarios")
-    detection, discrimination = task == "detection", task == "discrimination"
-    out_of_range = (true_turns.list.min() < 0) | (true_turns.list.max() >= n_turns)
-    masked = pl.col("masked_turn")
-    return _path_list_checks("turn_paths") + [
-        RowCheck("scenario", detection & scenario.is_null(), pl.lit("is missing (detection rows need S1, S2 or S3)")),
-        RowCheck(
-            "true_turns",
-            out_of_range,
-            pl.format("{} is outside turns 0..{} ({} turn_paths)", _list_text(true_turns), n_turns - 1, n_turns),
-        ),
-        RowCheck(
-            "true_turns",
-            detection & (scenario == "S1") & (true_turns.list.len() > 0),
-            pl.format("scenario S1 is consistent but true_turns lists {}", _list_text(true_turns)),
-        ),
-        RowCheck(
-            "true_turns",
-            detection & scenario.is_in(["S2", "S3"]) & (true_turns.list.len() == 0),
-            pl.format("is empty but scenario {} alters a turn", scenario),
-        ),
-        RowCheck(
-            "candidate_paths",
-            discrimination & candidates.is_null(),
-            pl.lit("is missing (discrimination rows need candidates)"),
-        ),
-        *_path_list_checks("candidate_paths"),
-        RowCheck(
-            "candidate_scenarios",
-            labels.is_not_null() & candidates.is_not_null() & (labels.list.len() != candidates.list.len()),
-            pl.format("has {} entries but candidate_paths has {}", labels.list.len(), candidates.list.len()),
-        ),
-        _unless_graded(_first_bad_element(
-            "candidate_scenarios",
-            ~pl.element().is_in(SCENARIOS),
-            lambda n, label: pl.format(
-                "the entry at index {} is {}, not one of {} (any labels need candidate_relevances)",
-                n - 1, _quoted(label), pl.lit(", ".join(SCENARIOS)),
-            ),
-        )),
-        RowCheck(
-            "candidate_relevances",
-            pl.col("candidate_relevances").is_not_null() & candidates.is_not_null()
-            & (pl.col("candidate_relevances").list.len() != candidates.list.len()),
-            pl.format("has {} entries but candidate_paths has {}", pl.col("candidate_relevances").list.len(),
-                      candidates.list.len()),
-        ),
-        RowCheck(
-            "masked_turn",
-            (masked < 0) | (masked > n_turns.fill_null(0)),
-            pl.format("{} is outside 0..{} ({} turn_paths besides the masked turn)", masked, n_turns, n_turns),
-        ),
-    ]
-
-
-def _unless_graded(check: RowCheck) -> RowCheck:
-    """A candidate-label check that rows grading their candidates (candidate_relevances) skip."""
-    return RowCheck(check.column, check.failed & pl.col("candidate_relevances").is_null(), check.message)
-
-
-def _list_text(column: pl.Expr) -> pl.Expr:
+def list_text(column: pl.Expr) -> pl.Expr:
+    """A list column as "[a, b, c]" text, for messages."""
     return pl.format("[{}]", column.cast(pl.List(pl.String)).list.join(", "))
-

@@ -2,6 +2,9 @@
 
 A manifest is a table with one row per scoring unit. Audio columns hold paths; relative paths are
 resolved against the manifest's folder by the readers. Rows refer to each other only by id.
+The column schemas live here because corpus/'s format readers convert into them (SDiaReward →
+REWARD_PAIRS, HCoT → JUDGE_ITEMS, ...); each protocol's ManifestSpec, built from its schema, lives
+in its own package (protocols/<name>/spec.py) and is handed down: corpus/ never looks one up by name.
 """
 
 from __future__ import annotations
@@ -166,3 +169,11 @@ def make_spec(
     """A ManifestSpec (allowed_values copied into a plain dict, so the spec pickles)."""
     return ManifestSpec(name, schema, required, id_column, unique_key, dict(allowed_values), audio_columns,
                         row_checks)
+
+
+def require_spec(spec: object, function: str) -> ManifestSpec:
+    """spec, when it is a ManifestSpec; a TypeError saying where a protocol's name is taken otherwise."""
+    if isinstance(spec, ManifestSpec):
+        return spec
+    hint = f"; sdscore.manifest_spec({spec!r}) gives a protocol's spec by name" if isinstance(spec, str) else ""
+    raise TypeError(f"{function} takes a ManifestSpec (a protocol package's spec.SPEC), not {spec!r}{hint}")

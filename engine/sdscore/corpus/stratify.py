@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from sdscore.corpus.read import read_manifest
+from sdscore.corpus.schemas import ManifestSpec
 from sdscore.corpus.write import write_manifest
 from sdscore.errors import ManifestError
 
@@ -73,19 +74,21 @@ def run_stratify(
     by: str | Sequence[str] = DEFAULT_BY,
     seed: int = 0,
     remaining_out: str | os.PathLike | None = None,
+    *,
+    spec: ManifestSpec,
 ) -> dict:
-    """`sdscore corpus stratify`: read a reward manifest, write the selected rows (and the rest).
+    """`sdscore corpus stratify`: read a manifest, write the selected rows (and the rest).
 
-    The manifest is read and validated as protocol "reward" (relative audio paths become paths
-    under its folder, so the outputs can live anywhere); outputs are written atomically, Parquet
-    or JSONL by suffix. Returns a JSON-ready summary: ``buckets`` (one dict per bucket: its key
+    The manifest is read and validated with spec, the reward protocol's for ESDR-Bench's pairs
+    (relative audio paths become paths under its folder, so the outputs can live anywhere); outputs
+    are written atomically, Parquet or JSONL by suffix. Returns a JSON-ready summary: ``buckets`` (one dict per bucket: its key
     values, available, selected) and ``counts`` (input, selected, remaining, buckets).
     """
     keys = _key_columns(None, by)
     _check_per_bucket(per_bucket)
     _check_seed(seed)
     _check_outputs(manifest_path, out_path, remaining_out)
-    pairs = read_manifest(manifest_path, protocol="reward")
+    pairs = read_manifest(manifest_path, spec)
     try:
         _key_columns(pairs, keys)
     except ValueError as error:

@@ -1,4 +1,4 @@
-"""Validate a manifest frame against its protocol: columns, dtypes, enumerations, lists, unique ids.
+"""Validate a manifest frame against its spec: columns, dtypes, enumerations, lists, unique ids.
 
 Problems are reported as "FILE: row N, column 'c': what is wrong". Mode "raise" gathers up to
 max_errors of them into one ManifestError; mode "collect" keeps every row and sets `error` on bad ones.
@@ -13,8 +13,7 @@ import polars as pl
 from sdscore.corpus.column_types import ORIGINAL_PREFIX, typed_columns
 from sdscore.corpus.raw_table import PARSE_ERROR, RowLocator, data_row_labels
 from sdscore.corpus.row_checks import FIRST_ROW_OF_KEY, ROW_INDEX, RowCheck, first_row_of_key, row_checks
-from sdscore.corpus.builtin_specs import spec_of
-from sdscore.corpus.schemas import ManifestSpec
+from sdscore.corpus.schemas import ManifestSpec, require_spec
 from sdscore.errors import ManifestError
 
 Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
@@ -27,7 +26,7 @@ DEFAULT_MAX_ERRORS = 20
 
 def validate_manifest(
     frame: Frame,
-    protocol: str | ManifestSpec,
+    spec: ManifestSpec,
     source: str = "<frame>",
     *,
     errors: Literal["raise", "collect"] = "raise",
@@ -36,7 +35,7 @@ def validate_manifest(
     row_offset: int = 0,
     first_rows: pl.Series | None = None,
 ) -> Frame:
-    """Check frame against a manifest spec (or a built-in protocol's, by name): its schema and rules; return it cast to the schema (extras kept last).
+    """Check frame against a manifest spec (its schema and rules); return it cast to the schema (extras kept last).
 
     errors="raise" raises one ManifestError naming source, row and column of up to max_errors problems.
     errors="collect" returns every row, with an `error` column set on bad rows (their bad values null).
@@ -50,7 +49,7 @@ def validate_manifest(
         raise ValueError(f"errors must be 'raise' or 'collect', not {errors!r}")
     if max_errors < 1:
         raise ValueError(f"max_errors must be at least 1, not {max_errors}")
-    spec = spec_of(protocol, source)
+    spec = require_spec(spec, "sdscore.corpus.validate_manifest")
     locate_rows = locate_rows or data_row_labels
     eager = isinstance(frame, pl.DataFrame)
     schema = spec.schema

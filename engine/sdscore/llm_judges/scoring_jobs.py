@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from sdscore.corpus.schemas import ManifestSpec
 from sdscore.llm_judges.client import base_url_from_env
 from sdscore.runtime.scorer import ScoringJob
 
@@ -12,8 +13,8 @@ from sdscore.runtime.scorer import ScoringJob
 VOLATILE = ("cache_dir", "concurrency", "timeout_s")
 
 
-def judge_job(protocol: str, scorer: type, settings: dict[str, Any]) -> ScoringJob:
-    """ScoringJob of `scorer` (a judge Scorer with a close()) for `settings`, checked up front: paths
+def judge_job(spec: ManifestSpec, scorer: type, settings: dict[str, Any]) -> ScoringJob:
+    """ScoringJob (of the protocol's manifest spec) of `scorer` (a judge Scorer with a close()) for `settings`, checked up front: paths
     made absolute (worker processes may start elsewhere), the endpoint filled in from the environment
     (it is part of what produced the verdicts, so the run record keeps it), and the scorer built once
     and closed, so a usage error stops the run before any row is asked."""
@@ -24,4 +25,4 @@ def judge_job(protocol: str, scorer: type, settings: dict[str, Any]) -> ScoringJ
     if settings.get("base_url") is None:
         settings["base_url"] = base_url_from_env()
     scorer(**settings).close()
-    return ScoringJob(protocol, scorer, settings, volatile=VOLATILE)
+    return ScoringJob(spec, scorer, settings, volatile=VOLATILE)

@@ -32,7 +32,8 @@ class ProtocolEntry:
     scores: bool
     plot_help: str = ""
     many_results: bool = False  # eval takes several results files (one per judge)
-    #: "module:attribute" of the protocol's ManifestSpec (handed down to corpus/ and the runtime)
+    #: "module:attribute" of the protocol's ManifestSpec, its package's spec.py (handed down to corpus/
+    #: and the runtime; sdscore.read_manifest(path, name) finds it here)
     spec: str = ""
     #: what `eval NAME` reads (its RESULTS arguments), for its --help
     results_help: str = "results files"
@@ -86,39 +87,40 @@ class ProtocolEntry:
         return None if fn is None else fn(metrics)
 
 
-_SPECS = "sdscore.corpus.builtin_specs"
-
 PROTOCOLS: dict[str, ProtocolEntry] = {
     entry.name: entry
     for entry in (
         ProtocolEntry("reward", "SDiaReward reward-model scoring of preference pairs", "sdscore.protocols.reward",
                       scores=True, plot_help="violin/box plot PNG of the rewards per subset",
-                      spec=f"{_SPECS}:REWARD", metrics_keys=("n", "subsets", "overall_micro"),
+                      spec="sdscore.protocols.reward.spec:SPEC", metrics_keys=("n", "subsets", "overall_micro"),
                       results_help="the results of `sdscore score reward` (or another tool's file with chosen_reward "
                                    "and rejected_reward columns; pair_id, subset, category, source optional): one file",
                       demo_stage="sdscore.protocols.reward.demo_stage"),
         ProtocolEntry("judge", "TRACE judging of response pairs", "sdscore.protocols.judge", scores=True,
                       plot_help="folder of confusion-matrix PNGs, one per judge", many_results=True,
-                      spec=f"{_SPECS}:JUDGE", metrics_keys=("judges", "n_items"), plot_folder=True, eval_seeded=True,
+                      spec="sdscore.protocols.judge.spec:SPEC", metrics_keys=("judges", "n_items"), plot_folder=True,
+                      eval_seeded=True,
                       results_help="the results of `sdscore score judge`, one file per judge (a judge is named by its "
                                    "file's stem; item_id and overall_pred columns, the gold labels beside them)",
                       demo_stage="sdscore.protocols.judge.demo_stage"),
         ProtocolEntry("consistency", "SpeakerSleuth speaker consistency", "sdscore.protocols.consistency",
                       scores=True, plot_help="threshold-sweep PNG", many_results=True,
-                      spec=f"{_SPECS}:CONSISTENCY", metrics_keys=("detection", "localization", "discrimination"),
+                      spec="sdscore.protocols.consistency.spec:SPEC",
+                      metrics_keys=("detection", "localization", "discrimination"),
                       results_help="the results of `sdscore score consistency` (a task column; instance_id, "
                                    "turn_scores, flagged, choice ...): one or more files, each evaluated on its own",
                       demo_stage="sdscore.protocols.consistency.demo_stage"),
         ProtocolEntry("naturalness", "SPEARBench naturalness of answers (timing, intelligibility, prosody)",
                       "sdscore.protocols.naturalness", scores=True,
                       plot_help="folder for the dialect-profile, AVD-scatter and pitch figures", many_results=True,
-                      spec=f"{_SPECS}:NATURALNESS", metrics_keys=("systems",), plot_folder=True,
+                      spec="sdscore.protocols.naturalness.spec:SPEC", metrics_keys=("systems",), plot_folder=True,
                       results_help="the results of `sdscore score naturalness`: one or more files (e.g. one per "
                                    "system), evaluated together; a system column names each row's system",
                       demo_stage="sdscore.protocols.naturalness.demo_stage"),
         ProtocolEntry("arena", "S2S-Arena ratings from a battles manifest, and an audio-LLM judge of its battles",
                       "sdscore.protocols.arena", scores=True,
-                      spec=f"{_SPECS}:ARENA", metrics_keys=("n_battles", "bradley_terry"), eval_seeded=True,
+                      spec="sdscore.protocols.arena.spec:SPEC", metrics_keys=("n_battles", "bradley_terry"),
+                      eval_seeded=True,
                       eval_options="sdscore.protocols.arena.eval_options",
                       results_help="a battles manifest (battle_id, model_a, model_b, winner, optional judge) or the "
                                    "results of `sdscore score arena --judge openai`: one file",
@@ -168,12 +170,7 @@ def score(
     """Score a manifest with protocol `name` (settings: its Scorer's) on the runtime; see score_manifest."""
     from sdscore.runtime.run import score_manifest
 
-    entry = protocol(name)
-    job = entry.scoring_job(**settings)
-    if isinstance(job.protocol, str):  # a protocol's job names its manifest; the runtime gets the spec value
-        import dataclasses
-
-        job = dataclasses.replace(job, protocol=entry.manifest_spec())
+    job = protocol(name).scoring_job(**settings)
     return score_manifest(job, manifest, out, executor=executor, workers=workers, ray_address=ray_address,
                           resume=resume, window_rows=window_rows, executor_options=executor_options,
                           progress=progress)

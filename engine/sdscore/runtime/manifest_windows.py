@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -32,12 +33,13 @@ class ManifestWindows:
     """Windows [k * rows, (k + 1) * rows) of a validated manifest; `staging_dir` holds a Parquet copy
     of a manifest that is not plain Parquet (the caller removes it)."""
 
-    def __init__(self, path: str | os.PathLike, protocol: ManifestSpec | str | None, staging_dir: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, spec: ManifestSpec | Sequence[ManifestSpec],
+                 staging_dir: str | os.PathLike):
         self.path = os.fspath(path)
         self.slice_dir = os.path.join(os.fspath(staging_dir), "slices")
         table = load_table(self.path)
         columns = table.frame.collect_schema().names()
-        self.spec = choose_spec(table, columns, protocol)
+        self.spec = choose_spec(table, columns, spec)
         self.protocol = self.spec.name
         self.source, self.base_dir = table.source, table.base_dir
         frame = with_ids(table.frame, columns, self.spec)

@@ -34,7 +34,7 @@ class ScoringJob:
     """What a run scores: the manifest spec, the Scorer class and its settings.
 
     protocol: the ManifestSpec rows are read and validated with (sdscore.corpus), which the
-    protocol hands down; a built-in protocol's name also stands for its spec;
+    protocol hands down (its package's spec.SPEC);
     scorer: the Scorer class (pickled by reference into worker processes and Ray actors);
     settings: its keyword arguments — all of them change scores unless named in `volatile`
     (caches, concurrency), and a resumed run must have the same ones; a Scorer whose settings are
@@ -43,13 +43,16 @@ class ScoringJob:
     model_dir: the folder whose weights are hashed into the run record (None: no model files).
     """
 
-    protocol: ManifestSpec | str
+    protocol: ManifestSpec
     scorer: type
     settings: Mapping[str, Any] = field(default_factory=dict)
     volatile: tuple[str, ...] = ()
     model_dir: str | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.protocol, ManifestSpec):
+            raise TypeError(f"ScoringJob.protocol must be a ManifestSpec (a protocol package's spec.SPEC), "
+                            f"not {self.protocol!r}")
         cls = self.settings_class
         if cls is not None:
             build(cls, **dict(self.settings))

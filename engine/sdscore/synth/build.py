@@ -18,7 +18,8 @@ import polars as pl
 import soundfile as sf
 
 from sdscore.atomic_write import write_json
-from sdscore.corpus import TURN, manifest_spec, validate_manifest, write_manifest
+from sdscore.corpus import TURN, validate_manifest, write_manifest
+from sdscore.manifests import manifest_spec
 from sdscore.synth import clips, similarity
 from sdscore.synth.battles import build_battles
 from sdscore.synth.consistency_instances import DATASET_10TURN, N_TURNS_10TURN, build_consistency
@@ -187,10 +188,11 @@ def build_corpus(
     extended, truth["consistency_10turn"] = build_consistency(
         renderer, extended_rng, spec.consistency_speakers_10turn, similar, n_turns=N_TURNS_10TURN,
         dataset=DATASET_10TURN, id_prefix="consistency-10turn")
-    write_manifest(validate_manifest(extended, "consistency", CONSISTENCY_10TURN_TABLE), out / CONSISTENCY_10TURN_TABLE)
+    write_manifest(validate_manifest(extended, manifest_spec("consistency"), CONSISTENCY_10TURN_TABLE),
+                   out / CONSISTENCY_10TURN_TABLE)
 
     for i, (name, filename) in enumerate(MANIFESTS.items()):
-        write_manifest(validate_manifest(frames[name], name, filename), out / filename)
+        write_manifest(validate_manifest(frames[name], manifest_spec(name), filename), out / filename)
         if progress is not None:
             progress("manifests", i + 1, len(MANIFESTS))
     audio = sorted(audio_paths(frames) | audio_paths({"consistency": extended}))

@@ -35,6 +35,7 @@ from sdscore.llm_judges.scoring_jobs import judge_job
 from sdscore.protocols.arena.choices import ORDERS
 from sdscore.protocols.arena.judge_prompt import load_arena_prompt
 from sdscore.protocols.arena.settings import ArenaJudgeSettings
+from sdscore.protocols.arena.spec import SPEC
 from sdscore.runtime.scorer import ScoringJob
 from sdscore.runtime.settings import build
 
@@ -163,4 +164,4 @@ def scoring_job(**settings: Any) -> ScoringJob:
     judge = settings.pop("judge", "openai")
     if judge != "openai":
         raise ValueError(f"unknown arena judge {judge!r}; expected 'openai' (battles need no other scoring)")
-    return judge_job("arena", ArenaAudioJudgeScorer, settings)
+    return judge_job(SPEC, ArenaAudioJudgeScorer, settings)

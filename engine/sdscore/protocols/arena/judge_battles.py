@@ -20,6 +20,7 @@ from sdscore.corpus import read_manifest
 from sdscore.corpus.validate import validate_manifest
 from sdscore.errors import ManifestError
 from sdscore.protocols.arena.audio_judge import RESULTS
+from sdscore.protocols.arena.spec import SPEC
 
 #: the columns that tell an audio judge's results from a battles manifest
 RESULT_MARKERS = ("reference_winner", "winner_ab", "winner_ba", "orders")
@@ -71,7 +72,7 @@ def battles_of_judge_results(results: pl.DataFrame, source: str = "<frame>") -> 
                                                               "prompt_id", "audio_a_path", "audio_b_path",
                                                               "winner", "judge")}
                          | {"length_a": pl.Float64, "length_b": pl.Float64})
-    battles = validate_manifest(frame, "arena", source)
+    battles = validate_manifest(frame, SPEC, source)
     return battles, {"judge_failures": {"n": len(failed), "battle_ids": failed[:_SHOWN_FAILURES]}}
 
 
@@ -89,4 +90,4 @@ def read_battles(path: str | os.PathLike) -> tuple[pl.DataFrame, dict]:
             except (pl.exceptions.PolarsError, OSError) as error:
                 raise ManifestError(f"{source}: cannot read the arena judge results ({error})") from error
             return battles_of_judge_results(results, source)
-    return read_manifest(path, "arena"), {}
+    return read_manifest(path, SPEC), {}

@@ -16,10 +16,10 @@ import polars as pl
 
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
-from sdscore.corpus.builtin_specs import manifest_spec
 from sdscore.metrics.consistency import consistency_summary
 from sdscore.metrics.position_bias import order_agreement, position_bias, position_shares
 from sdscore.protocols.consistency.protocol import RESULTS, sweep_thresholds
+from sdscore.protocols.consistency.spec import SPEC
 
 #: Table 2's headline columns: (table name, path into the metrics)
 TABLE_COLUMNS = (
@@ -73,7 +73,7 @@ def evaluate_consistency(results: pl.DataFrame) -> dict:
 
 def _metrics_of(results_path: str | os.PathLike) -> tuple[dict, pl.DataFrame | None]:
     results = read_results(results_path, RESULTS, required=("task",),
-                           unique=manifest_spec("consistency").unique_key)
+                           unique=SPEC.unique_key)
     metrics = evaluate_consistency(results)
     sweepable = results.filter(
         (pl.col("task") == "detection") & pl.col("error").is_null() & pl.col("turn_scores").is_not_null()

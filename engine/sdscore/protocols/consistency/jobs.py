@@ -7,6 +7,7 @@ from typing import Any
 
 from sdscore.llm_judges.scoring_jobs import judge_job
 from sdscore.protocols.consistency.protocol import ConsistencyScorer, check_method
+from sdscore.protocols.consistency.spec import SPEC
 from sdscore.runtime.scorer import ScoringJob
 
 JUDGES = ("embedding", "openai")
@@ -22,12 +23,12 @@ def scoring_job(**settings: Any) -> ScoringJob:
     if judge == "openai":
         from sdscore.protocols.consistency.lalm_scorer import LalmConsistencyScorer
 
-        return judge_job("consistency", LalmConsistencyScorer, settings)
+        return judge_job(SPEC, LalmConsistencyScorer, settings)
     for name in ("model_dir", "cache_dir"):
         if name in settings:
             settings[name] = os.path.abspath(settings[name])
     # the threshold in force goes into the run record, so --resume never mixes two defaults
     settings["threshold"] = check_method(settings.get("method", "pairwise"), settings.get("threshold"),
                                          settings.get("embedder", "ge2e"))
-    return ScoringJob("consistency", ConsistencyScorer, settings, volatile=("cache_dir",),
+    return ScoringJob(SPEC, ConsistencyScorer, settings, volatile=("cache_dir",),
                       model_dir=settings.get("model_dir"))

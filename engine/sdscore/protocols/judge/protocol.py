@@ -26,7 +26,6 @@ import polars as pl
 
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
-from sdscore.corpus.builtin_specs import manifest_spec
 from sdscore.errors import JudgeError
 from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S, Price, judge_client
 from sdscore.llm_judges.reply_error import ReplyError
@@ -57,6 +56,7 @@ from sdscore.protocols.judge.probes import (
 )
 from sdscore.protocols.judge.prompts import load_prompt
 from sdscore.protocols.judge.rule_judge import RuleBaselineJudge
+from sdscore.protocols.judge.spec import SPEC
 from sdscore.runtime.provenance import read_provenance
 
 LABEL_COLUMNS = (*DIMENSIONS, "overall")
@@ -447,7 +447,7 @@ def run_eval(
             raise ValueError(f"{path}: no such results file")
     columns = {**RESULT_SCHEMA, **dict.fromkeys(LABEL_COLUMNS, pl.String)}
     results = {name: read_results(path, columns, required=("item_id", "overall_pred"),
-                                   unique=manifest_spec("judge").unique_key) for name, path in zip(names, paths)}
+                                   unique=SPEC.unique_key) for name, path in zip(names, paths)}
     settings = {name: results_settings(path) for name, path in zip(names, paths)}
     fusion = {name: settings[name].get("fusion", "speakbench") for name in names}
     labels = {name: settings[name].get("labels") for name in names}  # None: read from the results

@@ -21,6 +21,7 @@ from sdscore.protocols.judge.protocol import (
     make_judge,
     score_judge,
 )
+from sdscore.protocols.judge.spec import SPEC
 from sdscore.runtime.scorer import ScoringJob
 
 
@@ -85,4 +86,4 @@ def scoring_job(**settings: Any) -> ScoringJob:
         if name in settings:
             settings[name] = os.path.abspath(settings[name])
     # a deadline decides whether a row fails, not what a reply says: a resumed run may use another
-    return ScoringJob("judge", JudgeScorer, settings, volatile=("cache_dir", "concurrency", "timeout_s"))
+    return ScoringJob(SPEC, JudgeScorer, settings, volatile=("cache_dir", "concurrency", "timeout_s"))

@@ -35,7 +35,6 @@ import polars as pl
 
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
-from sdscore.corpus.builtin_specs import manifest_spec
 from sdscore.metrics._inputs import error_mask
 from sdscore.metrics.naturalness import (
     WILCOXON,
@@ -56,6 +55,7 @@ from sdscore.protocols.naturalness.results import (
     PITCH_VARIATION_FEATURES,
     RESULTS,
 )
+from sdscore.protocols.naturalness.spec import SPEC
 
 #: Per-row metrics that get paired tests: column → only rows with a value ≥ 0 (latencies).
 PAIRED_METRICS: dict[str, bool] = {
@@ -402,7 +402,7 @@ def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, see
     if not paths:
         raise ValueError("eval naturalness needs at least one results file")
     frames = [read_results(path, RESULTS, required=("system",), add_absent=False,
-                           unique=("system", *manifest_spec("naturalness").unique_key)) for path in paths]
+                           unique=("system", *SPEC.unique_key)) for path in paths]
     frame = pl.concat(frames, how="diagonal_relaxed")
     metrics = evaluate_naturalness(frame)
     metrics["results_files"] = [str(p) for p in paths]

@@ -30,6 +30,7 @@ from sdscore.protocols.naturalness.timing import (
     speech_latency_ms,
     trailing_silence,
 )
+from sdscore.protocols.naturalness.spec import SPEC
 from sdscore.runtime.scorer import ScoringJob
 
 MODEL_OPTIONS = ("whisper_dir", "lid_dir", "dialect_dir", "emotion_dir", "mos_dir")
@@ -182,4 +183,4 @@ def scoring_job(**settings: Any) -> ScoringJob:
         if name in settings:
             settings[name] = os.path.abspath(settings[name])
     model_dir = next((settings[name] for name in MODEL_OPTIONS if name in settings), None)
-    return ScoringJob("naturalness", NaturalnessScorer, settings, volatile=("cache_dir", "jobs"), model_dir=model_dir)
+    return ScoringJob(SPEC, NaturalnessScorer, settings, volatile=("cache_dir", "jobs"), model_dir=model_dir)

@@ -9,10 +9,10 @@ import polars as pl
 
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
-from sdscore.corpus.builtin_specs import manifest_spec
 from sdscore.metrics._inputs import error_mask
 from sdscore.metrics.preference import correct_column, margin_buckets, reward_summary
 from sdscore.protocols.reward.judge_positions import position_summary
+from sdscore.protocols.reward.spec import SPEC
 
 #: The results columns evaluation reads, typed (criterion and subset, both optional, are checked by reward_summary).
 RESULT_COLUMNS = {"chosen_reward": pl.Float64, "rejected_reward": pl.Float64, "margin": pl.Float64,
@@ -61,7 +61,7 @@ def run_eval(
 ) -> dict:
     """`sdscore eval reward`: metrics of a results Parquet as JSON (atomic), and the violin/box PNG when asked."""
     results = read_results(results_path, RESULT_COLUMNS, required=("chosen_reward", "rejected_reward"),
-                           add_absent=False, unique=manifest_spec("reward").unique_key)
+                           add_absent=False, unique=SPEC.unique_key)
     metrics = evaluate_reward(results)
     write_json(out_json, metrics)
     if plot_path is not None:

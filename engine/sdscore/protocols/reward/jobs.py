@@ -9,6 +9,7 @@ from typing import Any
 from sdscore.llm_judges.scoring_jobs import judge_job
 from sdscore.protocols.reward.audio_judge import RewardAudioJudgeScorer
 from sdscore.protocols.reward.scoring import RewardPairsScorer
+from sdscore.protocols.reward.spec import SPEC
 from sdscore.runtime.scorer import ScoringJob
 
 
@@ -30,10 +31,10 @@ def scoring_job(**settings: Any) -> ScoringJob:
         if name in settings:
             settings[name] = os.path.abspath(settings[name])
     # how the work is batched changes no score (tested within 1e-5): a resumed run may differ in it
-    return ScoringJob("reward", RewardPairsScorer, settings, volatile=("num_threads", "share_prefixes"),
+    return ScoringJob(SPEC, RewardPairsScorer, settings, volatile=("num_threads", "share_prefixes"),
                       model_dir=settings["model"])
 
 
 def _audio_judge_job(settings: dict[str, Any]) -> ScoringJob:
     """The job of the audio-LLM judge; built once here so that a usage error stops the run before any pair."""
-    return judge_job("reward", RewardAudioJudgeScorer, settings)
+    return judge_job(SPEC, RewardAudioJudgeScorer, settings)

@@ -19,11 +19,12 @@ from sdscore.corpus import read_manifest
 from sdscore.errors import ManifestError
 from sdscore.progress import Progress
 from sdscore.protocols.reward.results import POOLED_COLUMNS
+from sdscore.protocols.reward.spec import SPEC
 
 
 def _valid_pairs(path: str | os.PathLike, progress: Progress | None) -> pl.DataFrame:
     """Validated pairs; malformed rows are dropped with a count (training cannot use them)."""
-    pairs = read_manifest(path, "reward", errors="collect")
+    pairs = read_manifest(path, SPEC, errors="collect")
     bad = pairs.filter(pl.col("error").is_not_null())
     if bad.height:
         shown = "; ".join(bad["error"].head(3).to_list())

@@ -18,9 +18,9 @@ HEADLINE_HEADERS = ["metric", "value", "CI 95 % low", "CI 95 % high"]
 
 @dataclass
 class ViewContext:
-    """source: the name metric cells carry; results: (path, frame) per results file (arena: the battles)."""
+    """source: the name metric cells carry; results: (path, frame) per results file (arena: the battles);
+    finders: each file's items, matched by the ManifestSpec the view's protocol handed in."""
 
-    protocol: str
     source: str
     metrics: Mapping[str, Any]
     results: list[tuple[Path, pl.DataFrame]]
