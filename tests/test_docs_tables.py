@@ -15,14 +15,11 @@ from sdscore import docs_tables
 from sdscore.docs_tables import DocsTablesError, check, find_blocks, main, missing_blocks, render, write
 from sdscore.protocols import registry
 from sdscore.protocols.registry import PROTOCOLS, ProtocolEntry
+from test_protocol_registry import TOY  # the toy sixth protocol's entry (tests/toy_protocol)
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 REGENERATE = ".venv/bin/python -m sdscore.docs_tables --write"
-
-TOY = ProtocolEntry("toy", "a test's toy protocol: word counts of clips", "toy_protocol", scores=True,
-                    spec="toy_protocol.spec:TOY_SPEC", metrics_keys=("n", "mean_score"),
-                    results_help="the results of `sdscore score toy`: one file")
 
 
 @pytest.fixture
@@ -72,6 +69,7 @@ def test_tables_come_from_the_spec_and_the_parser():
 def test_an_option_added_to_the_parser_makes_its_block_stale_and_write_renews_it(tmp_path, monkeypatch):
     docs = tmp_path / "docs"
     shutil.copytree(DOCS, docs)
+    write(docs)  # current with the code, whatever the state of docs/ (test_..._are_current checks that)
     options = PROTOCOLS["reward"].options()
     original = options.add_score_options
 
@@ -91,6 +89,7 @@ def test_an_option_added_to_the_parser_makes_its_block_stale_and_write_renews_it
 def test_check_names_the_stale_block_and_the_command_and_write_fixes_it(tmp_path, capsys):
     docs = tmp_path / "docs"
     shutil.copytree(DOCS, docs)
+    write(docs)  # current with the code, whatever the state of docs/ (test_..._are_current checks that)
     page = docs / "judge.md"
     text = page.read_text()
     page.write_text(text.replace("| `item_id` |", "| `an_old_name` |", 1))
@@ -117,6 +116,7 @@ def test_text_outside_the_blocks_is_kept(tmp_path):
 def test_a_sixth_protocol_needs_its_page_and_gets_its_tables(toy, tmp_path):
     docs = tmp_path / "docs"
     shutil.copytree(DOCS, docs)
+    write(docs)  # current with the code, whatever the state of docs/ (test_..._are_current checks that)
     assert check(docs) == [f"{docs / 'toy.md'}: no '<!-- generated: {kind} toy -->' block"
                            for kind in ("manifest", "options", "eval-options")]
     (docs / "toy.md").write_text("# Toy\n\n" + "\n\n".join(
