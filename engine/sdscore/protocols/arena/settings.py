@@ -21,7 +21,7 @@ class ArenaJudgeSettings(AudioJudgeConfig):
     seeded order), allow_ties, seed (of orders="random")."""
 
     model: str | None = setting(help="judge model name (the results' judge column)", required=True)
-    prompt_file: Path | None = setting(None, help="your own prompt (sections: see the README)")
+    prompt_file: Path | None = setting(None, help="your own prompt (sections: see docs/arena.md)")
     orders: str = setting("both", choices=ORDERS,
                           help="both: A-B and B-A (position consistency); shown: A-B only; random: one seeded order")
     allow_ties: bool = setting(False, help="the judge may answer Tie (bundled prompt: First, Second or Tie)")

@@ -41,7 +41,7 @@ class LalmConsistencySettings(AudioJudgeConfig):
     """The LALM judge: AudioJudgeConfig plus task, reference, text_context, per_turn, permutations, seed
     (LalmConsistencyJudge's)."""
 
-    prompt_file: Path | None = setting(None, help="your own prompt for the --task asked (see the README)")
+    prompt_file: Path | None = setting(None, help="your own prompt for the --task asked (see docs/consistency.md)")
     cache_dir: Path | None = setting(None, help=_CACHE_HELP, volatile=True)
     task: str = setting("auto", choices=LALM_TASKS,
                         help="auto: detection rows get the YES/NO question, discrimination rows the A/B/C one")
