@@ -19,6 +19,7 @@ from sdscore.audio.checks import check_target_rate, resolve_max_seconds
 from sdscore.audio.slices import decode_slices, is_whole_file, slice_arguments
 from sdscore.errors import AudioError
 from sdscore.ragged import pack
+from sdscore.runtime.compute_budget import cores
 
 
 def load_many(
@@ -32,14 +33,14 @@ def load_many(
 ) -> AudioBatch:
     """Load many files into one AudioBatch; a bad file records its error and the rest load.
 
-    num_threads defaults to the CPU count; max_seconds caps each item's duration (default:
+    num_threads defaults to the compute budget's cores() (sdscore.runtime.compute_budget); max_seconds caps each item's duration (default:
     $SDSCORE_MAX_AUDIO_SECONDS, else no cap). offsets/durations (seconds in each file's time
     base; None entries mean 0 and "to the end") load item i as that slice of its file; a bad
     slice (negative, not a number, past the end, empty) is item i's error.
     """
     sample_rate = check_target_rate(sample_rate)
     cap = resolve_max_seconds(max_seconds)
-    threads = (os.cpu_count() or 1) if num_threads is None else int(num_threads)
+    threads = cores() if num_threads is None else int(num_threads)
     if threads < 1:
         raise ValueError(f"num_threads must be >= 1, got {num_threads}")
     name = resolve_backend(backend)

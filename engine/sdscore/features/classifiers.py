@@ -21,6 +21,7 @@ import polars as pl
 from sdscore.audio import AudioBatch
 from sdscore.errors import MissingDependencyError, ModelError
 from sdscore.features.extract import resample, select
+from sdscore.runtime.compute_budget import library_threads
 
 ACTIVATIONS = ("softmax", "sigmoid", "none")
 
@@ -63,8 +64,10 @@ class OnnxClassifier:
                 "ONNX classifiers need onnxruntime: pip install onnxruntime"
             ) from error
         try:
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = library_threads()  # the compute budget's share
             self.session = ort.InferenceSession(
-                str(path / "model.onnx"), providers=["CPUExecutionProvider"]
+                str(path / "model.onnx"), opts, providers=["CPUExecutionProvider"]
             )
         except Exception as error:  # onnxruntime raises its own Fail/InvalidGraph types
             raise ModelError(

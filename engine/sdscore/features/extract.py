@@ -23,6 +23,7 @@ import soxr
 
 from sdscore.audio import AudioBatch
 from sdscore.ragged import pack
+from sdscore.runtime.compute_budget import thread_pool_size
 
 #: Extractor name -> "module:Class"; modules import lazily (onnxruntime, transformers are heavy).
 REGISTRY: dict[str, str] = {
@@ -154,12 +155,22 @@ def join_messages(*messages: str | None) -> str | None:
 def extract_concurrently(chains: Sequence[Sequence[str | Extractor]], batch: AudioBatch) -> pl.DataFrame:
     """``extract`` of independent chains at once, one thread each, as one frame (columns side by
     side; ``error`` and ``refused`` joined per item). For chains that release the GIL or wait on
-    worker processes: ONNX models in one, pocketsphinx on a process pool in another."""
+    worker processes: ONNX models in one, pocketsphinx on a process pool in another. At most
+    the compute budget's cores() chains run at once (one core: one after another)."""
     if len(chains) == 1:
         return extract(chains[0], batch)
-    with ThreadPoolExecutor(len(chains) - 1) as pool:
+    threads = thread_pool_size(items=len(chains))
+    if threads == 1:
+        frames = [extract(chain, batch) for chain in chains]
+        return _side_by_side(frames)
+    with ThreadPoolExecutor(threads - 1) as pool:
         others = [pool.submit(extract, chain, batch) for chain in chains[1:]]
         frames = [extract(chains[0], batch), *(f.result() for f in others)]
+    return _side_by_side(frames)
+
+
+def _side_by_side(frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    """Extract frames of the same items as one: columns side by side, error and refused joined."""
     joined = {name: [join_messages(*values) for values in zip(*(f[name].to_list() for f in frames))]
               for name in ("error", "refused")}
     columns = [f.drop("error", "refused") for f in frames]

@@ -37,7 +37,6 @@ per frame (tried with Praat's costs on the tuning half: no better than the rules
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import ClassVar, NamedTuple
@@ -50,6 +49,7 @@ import scipy.fft
 from sdscore.audio import AudioBatch
 from sdscore.features.contours import contour
 from sdscore.features.extract import resample
+from sdscore.runtime.compute_budget import cores
 
 FRAMES_PER_FFT = 2048  # frames per FFT call (bounds memory to ~50 MB)
 MIN_FRAMES_PER_TASK = 256  # below this a thread's share is not worth its start
@@ -218,7 +218,7 @@ class YinPitch:
         self.frame_length, self.hop_length = frame_length, hop_length
         self.threshold, self.min_confidence = threshold, min_confidence
         self.fmin, self.fmax, self.contour_points = fmin, fmax, contour_points
-        self.num_threads = max(1, int(num_threads if num_threads is not None else (os.cpu_count() or 1)))
+        self.num_threads = cores() if num_threads is None else max(1, int(num_threads))  # default: the compute budget
 
     def frames(self, x: np.ndarray) -> np.ndarray:
         """Frames [F, frame_length], frame t starting at t·hop − frame_length/4: the difference

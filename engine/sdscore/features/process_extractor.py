@@ -8,6 +8,10 @@ forked model state), and a batch is split into ``jobs`` parts of about equal aud
 An item's result does not depend on which part it lands in (the extractors reset per item), so
 the output equals the in-process extractor's. ``jobs=1`` runs in-process and starts no pool. Several extractors can share one pool
 (``ProcessExtractor(["asr", "praat_pitch"], jobs, options)``): a worker runs each on its part.
+
+Pools never nest (sdscore.runtime.compute_budget): inside a pool's worker — a `processes` or `ray`
+executor's worker — the extractor runs in-process whatever `jobs` asks (the executor already
+spreads the work over the cores); each feature worker gets cores() // jobs compute threads.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import numpy as np
 from sdscore.audio import AudioBatch
 from sdscore.features.extract import ROW_ERRORS, make_extractor
 from sdscore.parent_watch import exit_with_parent
+from sdscore.runtime.compute_budget import become_worker, process_pool_size, share
 from sdscore.ragged import pack
 
 _WORKER_EXTRACTORS: list = []
@@ -33,8 +38,9 @@ def _build(names: Sequence[str], options: Mapping[str, Mapping]) -> list:
     return [make_extractor(name, **dict(options.get(name, {}))) for name in names]
 
 
-def _init_worker(names: Sequence[str], options: Mapping[str, Mapping]) -> None:
+def _init_worker(names: Sequence[str], options: Mapping[str, Mapping], threads: int) -> None:
     exit_with_parent()  # a killed parent leaves no idle workers holding their models
+    become_worker(threads)  # its share of the budget; a pool asked for in it runs in-process
     _WORKER_EXTRACTORS[:] = _build(names, options)
 
 
@@ -76,7 +82,7 @@ def balanced_parts(lengths: list[int], parts: int) -> list[list[int]]:
 
 class ProcessExtractor:
     """The registered extractors `names` (their `options` by name), their items spread over `jobs`
-    worker processes."""
+    worker processes (1, in-process, inside a pool's worker: pools do not nest)."""
 
     def __init__(self, names: str | Sequence[str], jobs: int = 1, options: Mapping[str, Mapping] | None = None):
         if int(jobs) < 1:
@@ -88,7 +94,7 @@ class ProcessExtractor:
         inner = {ex.name for ex in self.local}
         self.requires = tuple(dict.fromkeys(r for ex in self.local for r in ex.requires if r not in inner))
         self.schema = {c: t for ex in self.local for c, t in ex.schema.items()}
-        self.jobs = int(jobs)
+        self.jobs = process_pool_size(int(jobs))
         self._pool: ProcessPoolExecutor | None = None
         self._broken = 0  # pools broken in a row
 
@@ -96,7 +102,7 @@ class ProcessExtractor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
                 self.jobs, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_init_worker, initargs=(self.names, self.options),
+                initializer=_init_worker, initargs=(self.names, self.options, share(self.jobs)),
             )
             # Inside a multiprocessing child (a runtime worker), exit joins the child's own children
             # before threading's atexit would stop this pool: shut it down first, or exit hangs.

@@ -26,6 +26,7 @@ from sdscore.audio import AudioBatch
 from sdscore.audio.batch import FULL_SCALE
 from sdscore.errors import MissingDependencyError, ModelError
 from sdscore.features.extract import ROW_ERRORS, resample
+from sdscore.runtime.compute_budget import library_threads
 
 SAMPLE_RATE = 16000
 INPUT_LENGTH = 9.01
@@ -182,6 +183,7 @@ class SharedTrunkP835:
             n.op_type == "Conv" for n in trunk_nodes
         )  # each 3x3 conv widens by 1 frame
         opts = ort.SessionOptions()
+        opts.intra_op_num_threads = library_threads()  # the compute budget's share
         providers = ["CPUExecutionProvider"]
         self.trunk = ort.InferenceSession(
             trunk.SerializeToString(), opts, providers=providers
@@ -335,8 +337,10 @@ class P808:
         self.window = librosa.filters.get_window("hann", n_fft, fftbins=True).astype(
             np.float32
         )
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = library_threads()  # the compute budget's share
         self.session = ort.InferenceSession(
-            str(path), providers=["CPUExecutionProvider"]
+            str(path), opts, providers=["CPUExecutionProvider"]
         )
         self.input = self.session.get_inputs()[0].name
         self.batch_windows = batch_windows

@@ -21,6 +21,7 @@ import polars as pl
 from sdscore.audio import AudioBatch
 from sdscore.errors import MissingDependencyError
 from sdscore.features.extract import resample
+from sdscore.runtime.compute_budget import cores
 
 SAMPLE_RATE = 16000
 WINDOW = 512
@@ -79,11 +80,11 @@ class SileroVad:
         "vad_segments": pl.List(pl.List(pl.Float64))
     }
 
-    def __init__(self, num_threads: int = 1, model_path: str | None = None, **settings):
-        if num_threads < 1:
+    def __init__(self, num_threads: int | None = None, model_path: str | None = None, **settings):
+        if num_threads is not None and num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {num_threads}")
         self.settings = VadSettings(**settings)
-        self.num_threads = int(num_threads)
+        self.num_threads = cores() if num_threads is None else int(num_threads)  # default: the compute budget
         self.session = _session(Path(model_path) if model_path else bundled_model())
 
     def run(

@@ -59,7 +59,7 @@ class TrainConfig:
     device: str = "cpu"  # "cpu", "cuda", "cuda:1", or "auto"
     eval_batch_size: int = 32
     load_chunk: int = 256  # pairs whose audio is loaded at once while preparing
-    num_threads: int | None = None  # audio decoding threads (default: the CPU count)
+    num_threads: int | None = None  # audio decoding threads (default: the compute budget's cores())
     card: dict[str, Any] = field(default_factory=dict)  # extra card fields saved with the model
 
     def __post_init__(self) -> None:

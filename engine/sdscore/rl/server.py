@@ -66,6 +66,7 @@ from sdscore.rl.episode_specs import (
     episode_from_messages,
     episode_from_spec,
 )
+from sdscore.runtime.compute_budget import cores
 
 log = logging.getLogger(__name__)
 http_log = logging.getLogger("uvicorn.error")  # what the operator sees next to uvicorn's own lines
@@ -138,8 +139,9 @@ def create_app(batcher: RewardBatcher, *, token: str | None = None, limits: Serv
     # Turning a request into episodes (base64 → WAV decode → resample) runs on the event loop for
     # small bodies — a thread hop costs more than the work (measured: 250 vs 210 requests/s on 2
     # cores) — and on a few threads of its own for large ones, so one big body does not stall the
-    # loop (the core's decoder drops the GIL).
-    decoder = ThreadPoolExecutor(max(2, os.cpu_count() or 1), thread_name_prefix="sdscore-decode")
+    # loop (the core's decoder drops the GIL). As many threads as the compute budget's cores(), and
+    # at least two, so one large body never waits behind another.
+    decoder = ThreadPoolExecutor(max(2, cores()), thread_name_prefix="sdscore-decode")
 
     @asynccontextmanager
     async def lifespan(app):

@@ -21,6 +21,7 @@ from sdscore.corpus.schemas import ManifestSpec
 from sdscore.corpus.slice_columns import duration_column, offset_column
 from sdscore.corpus.validate import ERROR_COLUMN
 from sdscore.errors import AudioError
+from sdscore.runtime.compute_budget import thread_pool_size
 
 Slice = tuple[str, float | None, float | None]
 
@@ -54,9 +55,10 @@ def _is_slice(offset, duration) -> bool:
     return duration is not None or (offset is not None and offset != 0.0)
 
 
-def cut_slices(frame: pl.DataFrame, spec: ManifestSpec, slice_dir: str, num_threads: int = 4) -> pl.DataFrame:
+def cut_slices(frame: pl.DataFrame, spec: ManifestSpec, slice_dir: str, num_threads: int | None = None) -> pl.DataFrame:
     """Point the audio columns that have slice columns at files holding those slices; a slice that
-    cannot be cut sets its row's `error`. Columns without slice columns are untouched."""
+    cannot be cut sets its row's `error`. Columns without slice columns are untouched. The slices
+    are cut on `num_threads` threads (default: the compute budget's cores())."""
     columns = [c for c in spec.audio_columns
                if c in frame.columns and (offset_column(c) in frame.columns or duration_column(c) in frame.columns)]
     if not columns or frame.height == 0:
@@ -93,7 +95,7 @@ def cut_slices(frame: pl.DataFrame, spec: ManifestSpec, slice_dir: str, num_thre
         return frame.with_columns(pl.Series(ERROR_COLUMN, errors, pl.String)) if ERROR_COLUMN in frame.columns else frame
     os.makedirs(slice_dir, exist_ok=True)
     todo = list(wanted)
-    with ThreadPoolExecutor(max(1, min(num_threads, len(todo)))) as pool:  # libsndfile drops the GIL
+    with ThreadPoolExecutor(thread_pool_size(num_threads, len(todo))) as pool:  # libsndfile drops the GIL
         done = dict(zip(todo, pool.map(lambda item: _cut(slice_dir, item), todo)))
     replaced = []
     for column, plan in plans.items():

@@ -12,6 +12,9 @@ and no more, and no pool nests inside another:
 - ``become_worker(n)`` — what a pool's worker initializer calls: it records its share ``n`` and
   pool membership in its environment (so its own children inherit them) and limits its compute
   threads (OpenMP/MKL/OpenBLAS/polars, and torch if loaded) to ``n``.
+- ``torch_threads_within(n)`` — torch's threads capped at `n` for a block of the caller's process.
+- ``library_threads()`` — the size of a library's own thread pool (onnxruntime): its default
+  with the whole machine, else ``cores()``.
 - ``share(workers)`` — each of `workers` workers' share of ``cores()``: cores // workers, min 1.
 - ``thread_pool_size(requested, items)`` / ``process_pool_size(requested, items)`` — a pool's
   size: the caller's explicit request, else ``cores()``; never more than `items`; a process pool
@@ -80,6 +83,13 @@ def in_pool() -> bool:
     return os.environ.get(POOL_MEMBER_ENV, "") == "1"
 
 
+def library_threads() -> int:
+    """The thread count to give a library's own pool (onnxruntime's intra_op_num_threads): 0 — the
+    library's default — while this process has the whole machine, else ``cores()``."""
+    n = cores()
+    return 0 if n >= machine_cores() else n
+
+
 def share(workers: int, total: int | None = None) -> int:
     """Each of `workers` workers' share of `total` cores (default ``cores()``): total // workers, min 1."""
     workers = _positive(workers, "the number of workers")
@@ -134,6 +144,23 @@ def limit_threads(n: int) -> None:
         os.environ[name] = str(n)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(n)
+
+
+@contextmanager
+def torch_threads_within(n: int) -> Iterator[None]:
+    """Within the block, torch (if loaded) uses at most `n` intra-op threads — a lower setting of
+    the caller's is kept — and the caller's setting is back afterwards. For work run in the
+    caller's own process (the local executor), where the environment variables come too late."""
+    n = _positive(n, "the number of compute threads")
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    if before is not None and before > n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if before is not None and before > n:
+            torch.set_num_threads(before)
 
 
 def become_worker(n: int) -> None:

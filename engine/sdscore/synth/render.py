@@ -8,7 +8,6 @@ because its start-up dominates a single utterance.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
@@ -22,6 +21,7 @@ from typing import TypeVar
 import numpy as np
 
 from sdscore.errors import MissingDependencyError, SdscoreError
+from sdscore.runtime.compute_budget import cores
 from sdscore.synth import clips
 from sdscore.synth.voices import Voice
 
@@ -58,7 +58,7 @@ class Renderer:
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.out_dir = Path(out_dir)
-        self.workers = workers or os.cpu_count() or 1
+        self.workers = workers or cores()  # default: the compute budget
         self._progress = progress
         missing = [b for b in _BINARIES.values() if shutil.which(b) is None]
         if missing:

@@ -25,6 +25,7 @@ from sdscore.checkpoint_files import check_finite, check_floats, load_torch_pick
 from sdscore.errors import MissingDependencyError, ModelError
 from sdscore.features.cache import hash_file
 from sdscore.features.speaker.forward_pool import ForwardPool
+from sdscore.runtime.compute_budget import cores
 
 SAMPLE_RATE = 16000
 MEL_WINDOW = 400  # 25 ms
@@ -128,7 +129,7 @@ class _Ge2eNetwork(torch.nn.Module):
 class Ge2eEncoder:
     """GE2E embeddings [N, 256] of 16 kHz waveforms; partial windows of many files share LSTM batches.
 
-    On CPU the batches run on `workers` threads (default: torch's thread count) of one intra-op
+    On CPU the batches run on `workers` threads (default: the compute budget's cores()) of one intra-op
     thread each (see forward_pool).
     """
 
@@ -145,7 +146,7 @@ class Ge2eEncoder:
     ):
         if partials_per_batch < 1:
             raise ValueError(f"partials_per_batch must be >= 1, got {partials_per_batch}")
-        self.workers = torch.get_num_threads() if workers is None else int(workers)
+        self.workers = cores() if workers is None else int(workers)  # default: the compute budget
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self._pool: ForwardPool | None = None

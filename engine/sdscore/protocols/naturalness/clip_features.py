@@ -15,7 +15,6 @@ settings (sdscore.features.cache), so a rerun or another system sharing the ques
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from sdscore.protocols.naturalness.local_models import (
     EmotionDimensions,
     OnnxMos,
 )
+from sdscore.runtime.compute_budget import process_pool_size
 
 SAMPLE_RATE = 16000
 CACHE_VERSION = "naturalness-clip-1"
@@ -49,7 +49,7 @@ class ClipFeatures:
 
     def __init__(self, *, whisper_dir=None, lid_dir=None, dialect_dir=None, emotion_dir=None, mos_dir=None,
                  jobs: int | None = None, cache_dir=None, max_audio_seconds: float | None = None):
-        self.jobs = max(1, int(jobs if jobs is not None else (os.cpu_count() or 1)))
+        self.jobs = process_pool_size(jobs)
         self.max_audio_seconds = max_audio_seconds
         self.vad = make_extractor("vad")
         self.quality = make_extractor("quality", **QUALITY)

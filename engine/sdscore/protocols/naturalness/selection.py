@@ -47,6 +47,7 @@ from sdscore.protocols.naturalness.dialogue_turns import (
     find_dialogues,
     merge_turns,
 )
+from sdscore.runtime.compute_budget import cores, thread_pool_size
 
 REQUIRED_COLUMNS = ("conversation_id", "speaker", "start", "end", "text", "audio_path")
 #: metadata.csv columns: SPEARBench's, then item_id and dialogue_path (sdscore's naturalness manifest)
@@ -217,7 +218,8 @@ def _export_selection(planned, by_conversation, skipped, table, settings, sample
         except SdscoreError as error:
             return [], error
 
-    threads = max(1, min(workers or min(8, os.cpu_count() or 1), len(todo) or 1))
+    # default: the compute budget's cores(), at most 8 (each conversation is a few file reads and writes)
+    threads = thread_pool_size(workers or min(8, cores()), items=len(todo))
     results = []
     with ThreadPoolExecutor(max_workers=threads) as pool:
         for result in pool.map(export, todo):
@@ -324,7 +326,8 @@ def _load_channels(segments: list[Segment], sr: int) -> dict[str, np.ndarray]:
     mono = [s for s in sources.values() if s.channel is None]
     channels: dict[str, np.ndarray] = {}
     if mono:
-        batch = audio.load_many([s.audio_path for s in mono], sample_rate=sr, num_threads=len(mono), max_seconds=0.0)
+        # one thread: this runs on the export pool, which already spreads conversations over the cores
+        batch = audio.load_many([s.audio_path for s in mono], sample_rate=sr, num_threads=1, max_seconds=0.0)
         for s, wave, error in zip(mono, batch, batch.errors):
             if error is not None:
                 raise AudioError(f"{_rows_of(segments, s.speaker)}: {error}")

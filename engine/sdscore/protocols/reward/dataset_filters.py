@@ -13,13 +13,13 @@ audio cannot be read is dropped too, under its own reason. This is a corpus step
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
 
 from sdscore.audio.checks import header_seconds
+from sdscore.runtime.compute_budget import cores, thread_pool_size
 
 MAX_TURNS = 16
 MAX_TURN_SECONDS = 60.0
@@ -50,7 +50,8 @@ def filter_pairs(pairs: pl.DataFrame, *, max_turns: int = MAX_TURNS, max_turn_se
     if max_turn_seconds is not None:
         paths = sorted({t["audio_path"] for side in ("chosen", "rejected") for turns in pairs[side].to_list()
                         for t in turns or [] if t.get("audio_path")})
-        with ThreadPoolExecutor(num_threads or min(8, os.cpu_count() or 1)) as pool:
+        # header reads: the compute budget's cores(), at most 8, unless num_threads says
+        with ThreadPoolExecutor(thread_pool_size(num_threads or min(8, cores()), items=len(paths))) as pool:
             seconds = dict(zip(paths, pool.map(header_seconds, paths)))
         for i, (chosen, rejected) in enumerate(pairs.select("chosen", "rejected").iter_rows()):
             if problems[i] is not None:

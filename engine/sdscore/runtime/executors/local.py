@@ -1,4 +1,7 @@
-"""The in-process executor: one Scorer, the next window read on a thread while this one is scored."""
+"""The in-process executor: one Scorer, the next window read on a thread while this one is scored.
+
+It has the whole compute budget (sdscore.runtime.compute_budget.cores()): pools below it size to
+it, and torch's threads are capped at it while the run lasts."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
 
+from sdscore.runtime.compute_budget import cores, torch_threads_within
 from sdscore.runtime.manifest_windows import ManifestWindows
 from sdscore.runtime.scorer import ScoringJob, check_results
 
@@ -36,7 +40,9 @@ class LocalExecutor:
                 rows = pending.result()
                 if i + 1 < len(windows):  # polars reads and validates off the GIL while we score
                     pending = reader.submit(manifest.window, *windows[i + 1][1:])
-                yield k, check_results(rows, scorer(rows), job.scorer_name, start)
+                with torch_threads_within(cores()):  # not across the yield: the caller's code runs there
+                    results = scorer(rows)
+                yield k, check_results(rows, results, job.scorer_name, start)
         finally:
             reader.shutdown(wait=True, cancel_futures=True)
             close_scorer(scorer)

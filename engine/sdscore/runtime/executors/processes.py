@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.util
-import os
-import sys
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -24,6 +22,7 @@ import polars as pl
 
 from sdscore.errors import SdscoreError
 from sdscore.parent_watch import exit_with_parent
+from sdscore.runtime.compute_budget import become_worker, limit_threads, share
 from sdscore.runtime.manifest_windows import ManifestWindows
 from sdscore.runtime.scorer import ScoringJob, check_results
 
@@ -31,22 +30,10 @@ _scorer = None  # this worker's Scorer
 _start_error: BaseException | None = None  # why it could not be built (raised on first use)
 
 
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def limit_threads(threads: int) -> None:
-    """Give this process `threads` compute threads (OpenMP/MKL, and torch if it is loaded)."""
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "POLARS_MAX_THREADS"):
-        os.environ[name] = str(threads)
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(threads)
-
-
 def _start_worker(job: ScoringJob, threads: int) -> None:
     global _scorer, _start_error
     exit_with_parent()  # a killed `sdscore score` leaves no idle workers holding their Scorers
-    limit_threads(threads)
+    become_worker(threads)  # cores() is its share here and in its children; no pool nests in it
     try:
         _scorer = job.create()
         limit_threads(threads)  # the Scorer may have imported torch just now
@@ -64,11 +51,12 @@ def _score_window(job: ScoringJob, rows: pl.DataFrame, start: int) -> pl.DataFra
 
 
 class ProcessExecutor:
-    """`workers` spawned processes with `threads` (default cores / workers) compute threads each."""
+    """`workers` spawned processes with `threads` (default: the compute budget's cores() // workers,
+    min 1) compute threads each; every pool inside a worker takes its size from that share."""
 
     def __init__(self, workers: int, threads: int | None = None):
         self.workers = workers
-        self.threads = threads or max(1, usable_cores() // workers)
+        self.threads = threads or share(workers)
 
     def describe(self) -> dict:
         return {"name": "processes", "workers": self.workers, "threads_per_worker": self.threads}

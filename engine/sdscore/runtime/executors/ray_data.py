@@ -46,8 +46,8 @@ import pyarrow as pa
 
 from sdscore import errors
 from sdscore.errors import SdscoreError
+from sdscore.runtime.compute_budget import become_worker, cores, limit_threads
 from sdscore.runtime.executors.local import close_scorer
-from sdscore.runtime.executors.processes import limit_threads, usable_cores
 from sdscore.runtime.executors.ray_watchdog import RayInstanceWatch
 from sdscore.runtime.manifest_windows import ManifestWindows, WindowReader
 from sdscore.runtime.scorer import ScoringJob, check_results
@@ -97,7 +97,7 @@ class _ScoreWindows:
 
     def __init__(self, job: ScoringJob, threads: int):
         self.job, self.scorer, self.start_error = job, None, None
-        limit_threads(threads)
+        become_worker(threads)  # cores() is the actor's share; no pool nests in it
         try:
             self.scorer = job.create()
         except Exception as error:
@@ -134,7 +134,7 @@ class _ScoreWindows:
 
 def _score_empty(job: ScoringJob, reader: WindowReader, threads: int) -> pl.DataFrame:
     """The (empty) results of an empty manifest, so the output still has the Scorer's columns."""
-    limit_threads(threads)
+    become_worker(threads)
     try:
         scorer = job.create()
     except Exception as error:
@@ -338,7 +338,7 @@ class RayExecutor:
             return
         needed = self.workers * self.num_cpus_per_actor + 1  # the actors, and a core for readers
         with _watched_local_start(ray):
-            ray.init(num_cpus=max(usable_cores(), math.ceil(needed)), include_dashboard=False, **quiet)
+            ray.init(num_cpus=max(cores(), math.ceil(needed)), include_dashboard=False, **quiet)
 
     def _check_resources(self, ray) -> None:
         """Refuse an actor pool a local Ray can never hold (Ray Data would wait for it forever).

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from sdscore.errors import ModelError
+from sdscore.runtime.compute_budget import library_threads
 from sdscore.runtime.reward.onnx_sidecar import OUTPUT_NAME, dtype_name, read_sidecar
 
 
@@ -77,7 +78,8 @@ class OnnxRewardSession:
     `batch` maps input names (the model.collate_dense keys, or hidden/attention_mask for a head) to torch
     tensors or numpy arrays with exactly the sidecar's dtypes; the rewards come back on the
     device of the first torch input. `providers` defaults to CUDA when available, then CPU;
-    `intra_op_threads` caps onnxruntime's threads per call (None: its default).
+    `intra_op_threads` caps onnxruntime's threads per call (None: the compute budget's cores(), or
+    onnxruntime's default while this process has the whole machine).
     """
 
     def __init__(self, path: str | os.PathLike, providers: Sequence[str] | None = None,
@@ -93,6 +95,8 @@ class OnnxRewardSession:
             if not isinstance(intra_op_threads, int) or intra_op_threads < 1:
                 raise ValueError(f"intra_op_threads must be a positive int, got {intra_op_threads!r}")
             options.intra_op_num_threads = intra_op_threads
+        else:
+            options.intra_op_num_threads = library_threads()  # the compute budget's share
         self.providers = list(providers) if providers else default_providers()
         unknown = sorted(set(self.providers) - set(ort.get_available_providers()))
         if unknown:
