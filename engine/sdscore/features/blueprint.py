@@ -26,6 +26,7 @@ from sdscore.features.extract import (
     resolve,
     select,
 )
+from sdscore.runtime.compute_budget import process_pool_size
 
 SAMPLE_RATE = 16000
 CACHE_VERSION = "blueprint-features-4"  # 2: loudness at the file's own rate; 3: pitch 75-600 Hz, Praat voicing; 4: Praat periodicity, no YIN confidence filter
@@ -56,7 +57,7 @@ class BlueprintBuilder:
     asr: None (no transcript or rates), "pocketsphinx" (default) or an asr options dict such as
     {"backend": "whisper", "model_dir": DIR}; emotion_dir / accent_dir: local classifiers;
     max_audio_seconds: longer files get an error row (None: load_many's default); jobs: worker
-    processes for pocketsphinx (default: the CPU count), which holds the GIL one clip at a time and
+    processes for pocketsphinx (default: the compute budget's cores(); 1 inside an executor's worker), which holds the GIL one clip at a time and
     so runs there, beside the VAD, DNSMOS, pitch and loudness extractors of this process.
     pitch: "yin" (default: batched YIN with Praat's 75-600 Hz band and voicing rule, median F0
     checked against Praat on real voices) or "aubio" (the TRACE authors' tracker, aubio's yin
@@ -98,7 +99,7 @@ class BlueprintBuilder:
                 names.append(name)
                 options[name] = {"model_dir": str(folder)}
         self.names, self.options = names, options
-        self.jobs = max(1, int(jobs if jobs is not None else (os.cpu_count() or 1)))
+        self.jobs = process_pool_size(jobs)
         self._chains: list[list] | None = None
         settings = {
             "version": CACHE_VERSION,

@@ -31,6 +31,7 @@ from sdscore.protocols.naturalness.timing import (
     trailing_silence,
 )
 from sdscore.protocols.naturalness.spec import SPEC
+from sdscore.runtime.compute_budget import cores
 from sdscore.runtime.scorer import ScoringJob
 
 MODEL_OPTIONS = ("whisper_dir", "lid_dir", "dialect_dir", "emotion_dir", "mos_dir")
@@ -60,8 +61,8 @@ def asker(speakers: str | None) -> str | None:
 class NaturalnessScorer:
     """Settings: whisper_dir, lid_dir, dialect_dir, emotion_dir, mos_dir (optional local model
     folders), max_audio_seconds (longer files fail their rows; 0: no cap); jobs (worker processes
-    for pocketsphinx and Praat; default: the CPU count) and cache_dir (clip features keyed by
-    content) change no score."""
+    for pocketsphinx and Praat; default: the compute budget's cores(), 1 in an executor's worker)
+    and cache_dir (clip features keyed by content) change no score."""
 
     def __init__(self, whisper_dir: str | None = None, lid_dir: str | None = None, dialect_dir: str | None = None,
                  emotion_dir: str | None = None, mos_dir: str | None = None, jobs: int | None = None,
@@ -76,10 +77,15 @@ class NaturalnessScorer:
     def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
         records = rows.to_dicts()
         usable = [r for r in records if r.get("error") is None and r.get("answer_audio_path")]
-        with ThreadPoolExecutor(1) as pool:  # the question clips' VAD beside the answers' features
-            questions = pool.submit(self.features.questions, [r["audio_path"] for r in usable if r.get("audio_path")])
-            answers = self.features.answers([r["answer_audio_path"] for r in usable])
-            questions = questions.result()
+        question_paths = [r["audio_path"] for r in usable if r.get("audio_path")]
+        answer_paths = [r["answer_audio_path"] for r in usable]
+        if cores() == 1:  # a budget of one core: one after the other
+            questions, answers = self.features.questions(question_paths), self.features.answers(answer_paths)
+        else:
+            with ThreadPoolExecutor(1) as pool:  # the question clips' VAD beside the answers' features
+                pending = pool.submit(self.features.questions, question_paths)
+                answers = self.features.answers(answer_paths)
+                questions = pending.result()
         out = [self._row(r, answers, questions) for r in records]
         return pl.DataFrame(out, schema=RESULTS)
 
