@@ -200,3 +200,17 @@ def test_loudness_is_measured_at_the_files_own_rate(tmp_path):
     builder = BlueprintBuilder(asr=None, jobs=1)
     for (path, want), row in zip(rows.items(), builder.features(list(rows))):
         assert row["error"] is None and row["loudness_lufs"] == pytest.approx(want, abs=1e-6), path
+
+
+def test_batches_of_any_size_give_the_rows_of_one_file_batches(files, tmp_path):
+    """Ragged files (two voices, a missing file, a copy, an empty file) give the same rows, in input
+    order, whatever the batch size; the missing and the empty file fail alone."""
+    empty = tmp_path / "empty.wav"
+    empty.write_bytes(b"")
+    paths = [files[1], files[2], files[0], empty, files[3], files[1]]
+    rows = {size: BlueprintBuilder(asr=None, jobs=1, batch_size=size).features(paths) for size in (1, 4)}
+    assert rows[4] == rows[1]
+    errors = [row["error"] for row in rows[1]]
+    assert [i for i, e in enumerate(errors) if e is not None] == [1, 3]
+    assert errors[1].endswith("missing.wav: cannot read: No such file or directory")
+    assert rows[1][4] == rows[1][2] and rows[1][5] == rows[1][0]

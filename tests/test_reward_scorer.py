@@ -201,6 +201,40 @@ def test_pair_episodes_share_a_window(episodes, monkeypatch):
     torch.testing.assert_close(torch.cat([chosen, rejected]), expected, atol=1e-5, rtol=0)
 
 
+def test_stream_reads_ahead_on_one_thread_that_ends_with_it(episodes, monkeypatch):
+    """With prefetch the next window is prepared on the read-ahead thread; breaking out of the
+    stream ends it, and a window whose preparation raises is re-raised naming its episodes."""
+    import threading
+
+    from sdscore.features.batched_extraction import THREAD_NAME
+
+    def threads():
+        return [t for t in threading.enumerate() if t.name.startswith(THREAD_NAME)]
+
+    model = ToyModel()
+    scorer = RewardScorer(model, device="cpu", max_batch=2, window=4, prefetch=True)
+    expected = scorer.score(episodes)
+    stream = scorer.stream(episodes)
+    first = next(stream)
+    assert len(threads()) == 1
+    torch.testing.assert_close(first.rewards, expected[:4])
+    stream.close()
+    assert threads() == []
+    original = model.prepare_many
+
+    def failing(eps, audio, **kw):
+        if any(e.id == "ep9" for e in eps):
+            raise RuntimeError("prepare broke")
+        return original(eps, audio, **kw)
+
+    monkeypatch.setattr(model, "prepare_many", failing)
+    seen = []
+    with pytest.raises(RuntimeError, match=r"while loading a chunk of 4 item\(s\): ep8, ep9, ep10, ep11"):
+        for window in scorer.stream(episodes):
+            seen.append(window.indices.tolist())
+    assert seen == [[0, 1, 2, 3], [4, 5, 6, 7]] and threads() == []
+
+
 def _pairs_frame(episodes, broken_path=None):
     def structs(e):
         return [{"role": t.role, "text": t.text, "audio_path": t.audio if isinstance(t.audio, str) else None}

@@ -443,3 +443,33 @@ def test_embedder_errors_per_file(ecapa_dir, tmp_path):
     with pytest.raises(ModelError, match="the ecapa embedder loads from a local folder"):
         SpeakerEmbedder("ecapa")
 
+
+
+def test_embedder_chunks_with_read_ahead_equal_one_file_at_a_time(ecapa_dir, tmp_path, monkeypatch):
+    """Ragged files (a missing one, a too-short one, a repeat) in chunks of 2 decoded ahead on the
+    read-ahead thread give the rows of one-file chunks; no read-ahead thread is left afterwards."""
+    import threading
+
+    import sdscore.features.speaker.embedder as embedder_module
+    from sdscore.features.batched_extraction import THREAD_NAME
+    from sdscore.runtime.compute_budget import budget
+
+    paths = _write_waves(tmp_path, _noise_waves([8000, 50, 12000, 3000, 9000, 16000, 4000]))
+    missing = str(tmp_path / "missing.wav")
+    files = [paths[0], missing, *paths[1:4], paths[0], *paths[4:]]
+    results = {}
+    for chunk in (1, 2):
+        monkeypatch.setattr(embedder_module, "FILES_PER_CHUNK", chunk)
+        embedder = SpeakerEmbedder("ecapa", ecapa_dir)
+        calls = _count_calls(embedder)
+        with budget(2):
+            results[chunk] = embedder.try_embed_files(files)
+        assert sum(calls) == 7 and max(calls) == chunk  # the 7 distinct readable files reach the encoder
+        assert not [t for t in threading.enumerate() if t.name.startswith(THREAD_NAME)]
+    (one, one_errors), (two, two_errors) = results[1], results[2]
+    np.testing.assert_allclose(two, one, atol=1e-5)
+    assert two_errors == one_errors
+    assert one_errors[1].startswith(f"{missing}: cannot read audio file")
+    assert one_errors[2] == f"{paths[1]}: audio too short for ECAPA: 1 frames, needs >= 5"
+    assert [i for i, e in enumerate(one_errors) if e is not None] == [1, 2]
+    np.testing.assert_array_equal(one[5], one[0])

@@ -1,6 +1,7 @@
 """TRACE's acoustic blueprint (paper Fig. 7): one JSON object per response, for an LLM judge to read.
 
-Features are extracted batched and cached by audio content (``sdscore.features.cache``): the key
+Features are extracted batched (``batch_size`` files at a time, by the one chunking loop of
+``sdscore.features.batched_extraction``) and cached by audio content (``sdscore.features.cache``): the key
 combines a digest of the file's bytes with a digest of the extractor settings, so an instruction
 shared by many pairs (or the same response under two paths) is extracted once, and a rerun reads
 the cache. Cache entries are JSON files written atomically; failed rows are not cached. A field that
@@ -18,6 +19,7 @@ import polars as pl
 from sdscore import __version__
 from sdscore.audio import load_many
 from sdscore.audio.checks import over_cap
+from sdscore.features.batched_extraction import CacheEntries, ItemFailed, extract_cached
 from sdscore.features.cache import ContentCache, cache_key, hash_file, hash_settings
 from sdscore.features.extract import (
     extract,
@@ -152,42 +154,32 @@ class BlueprintBuilder:
 
     def features(self, paths: Sequence[str | os.PathLike]) -> list[dict]:
         """The feature row of each path (extractor columns + ``error``), extracting each content once."""
-        rows: list[dict | None] = [None] * len(paths)
-        todo: dict[str, list[int]] = {}
-        first_path: dict[str, str] = {}
-        for i, p in enumerate(paths):
-            try:
-                key = self.key(p)
-            except OSError as error:
-                rows[i] = {
-                    "error": f"{os.fspath(p)}: cannot read: {error.strerror or error}"
-                }
-                continue
-            cached = self.cache.get_json(key) if self.cache is not None else None
-            refused = over_cap(os.fspath(p), self.max_audio_seconds) if cached is not None else None
-            if refused is not None:  # as if decoded: a cache must not change which rows fail
-                rows[i] = {"error": refused}
-            elif cached is not None:
-                rows[i] = cached
-            else:
-                todo.setdefault(key, []).append(i)
-                first_path.setdefault(key, os.fspath(p))
-        keys = list(todo)
-        for b in range(0, len(keys), self.batch_size):
-            part = keys[b : b + self.batch_size]
-            batch = load_many([first_path[k] for k in part], sample_rate=SAMPLE_RATE,
-                              max_seconds=self.max_audio_seconds)
-            frame = extract_concurrently(self.chains, batch)
-            loudness = _loudness_at_file_rate([first_path[k] for k in part], batch, self.max_audio_seconds)
-            frame = frame.with_columns(loudness.drop("error", "refused")).with_columns(
-                pl.Series("error", [join_messages(a, b) for a, b in zip(frame["error"], loudness["error"])],
-                          dtype=pl.String))
-            for key, row in zip(part, frame.to_dicts()):
-                if self.cache is not None and row["error"] is None:
-                    self.cache.put_json(key, row)
-                for i in todo[key]:
-                    rows[i] = row
-        return rows
+        paths = [os.fspath(p) for p in paths]
+        rows = extract_cached(
+            paths, self._extract_batch, max_items=self.batch_size, load=self._load, key=self._key_or_error,
+            cache=None if self.cache is None else CacheEntries(self.cache, "json"),
+            # as if decoded: a cache must not change which rows fail
+            check_hit=lambda path, _: over_cap(path, self.max_audio_seconds),
+            ahead=False, describe=lambda _, path: path)
+        return [row if row is not None else {"error": error} for row, error in rows]
+
+    def _key_or_error(self, path: str) -> str:
+        try:
+            return self.key(path)
+        except OSError as error:
+            raise ItemFailed(f"{path}: cannot read: {error.strerror or error}") from None
+
+    def _load(self, paths: list[str]):
+        return load_many(paths, sample_rate=SAMPLE_RATE, max_seconds=self.max_audio_seconds)
+
+    def _extract_batch(self, paths: list[str], batch) -> list[tuple[dict, str | None]]:
+        """(feature row, its error) per path of one loaded batch."""
+        frame = extract_concurrently(self.chains, batch)
+        loudness = _loudness_at_file_rate(paths, batch, self.max_audio_seconds)
+        frame = frame.with_columns(loudness.drop("error", "refused")).with_columns(
+            pl.Series("error", [join_messages(a, b) for a, b in zip(frame["error"], loudness["error"])],
+                      dtype=pl.String))
+        return [(row, row["error"]) for row in frame.to_dicts()]
 
     def build(self, paths: Sequence[str | os.PathLike]) -> list[dict]:
         """One TRACE blueprint per path (Fig. 7 fields, plus ``unavailable`` / ``error`` when needed)."""

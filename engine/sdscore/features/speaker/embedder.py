@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from sdscore.audio import AudioBatch, load_many
 from sdscore.audio.checks import over_cap
 from sdscore.errors import AudioError, ModelError
+from sdscore.features.batched_extraction import CacheEntries, ItemFailed, extract_cached
 from sdscore.features.cache import ContentCache, hash_file, hash_samples
 from sdscore.progress import Progress
 
 EMBEDDERS = ("ge2e", "ecapa", "wavlm")
-FILES_PER_CHUNK = 256  # files decoded and embedded together; the next chunk decodes meanwhile
+FILES_PER_CHUNK = 256  # files decoded and embedded together; the next chunk decodes meanwhile (2+ cores)
 
 
 
@@ -67,32 +67,34 @@ class SpeakerEmbedder:
         self.computed = 0
         self.max_audio_seconds = max_audio_seconds  # files longer fail (None: load_many's default)
 
-    def _embed_keyed(self, keys: list[str], waves: Sequence[np.ndarray]) -> tuple[np.ndarray, list[str | None]]:
-        """Embed waves whose keys miss the cache; store what succeeds."""
+    def _embed_waves(self, waves: Sequence[np.ndarray], names: Sequence[str] | None = None,
+                     ) -> list[tuple[np.ndarray | None, str | None]]:
+        """(embedding, None) or (None, error) per wave, batched in one encoder call; an error is
+        prefixed with the item's name when names are given."""
         embeddings, errors = self.encoder.embed_waveforms(waves)
         self.computed += sum(e is None for e in errors)
-        self.cache.put_arrays({k: e for k, e, err in zip(keys, embeddings, errors) if err is None})
-        return embeddings, errors
+        names = names if names is not None else [None] * len(waves)
+        return [(embedding, None) if error is None else (None, error if name is None else _named(name, error))
+                for name, embedding, error in zip(names, embeddings, errors)]
 
     def embed(self, batch: AudioBatch) -> np.ndarray:
         """Embeddings [N, D] of a loaded batch; AudioError naming the items that failed."""
         if batch.sample_rate != self.sample_rate:
             raise ValueError(f"the {self.name} embedder needs {self.sample_rate} Hz audio, got {batch.sample_rate} Hz")
-        out = np.empty((len(batch), self.dim), dtype=np.float32)
-        errors = list(batch.errors)
-        keys = [hash_samples(batch[i], batch.sample_rate) if errors[i] is None else "" for i in range(len(batch))]
-        cached = self.cache.get_arrays(k for k in keys if k)
-        todo = [i for i, k in enumerate(keys) if k and k not in cached]
-        for i, k in enumerate(keys):
-            if k in cached:
-                out[i] = cached[k]
-        if todo:
-            embeddings, failed = self._embed_keyed([keys[i] for i in todo], [batch[i] for i in todo])
-            out[todo] = embeddings
-            for i, error in zip(todo, failed):
-                errors[i] = error
+
+        def key(i: int) -> str:
+            if batch.errors[i] is not None:
+                raise ItemFailed(batch.errors[i])
+            return hash_samples(batch[i], batch.sample_rate)
+
+        outcomes = list(extract_cached(range(len(batch)), lambda items, _: self._embed_waves([batch[i] for i in items]),
+                                       max_items=max(1, len(batch)), key=key, cache=CacheEntries(self.cache, "array")))
+        errors = [error for _, error in outcomes]
         if any(e is not None for e in errors):
             raise AudioError(_failures(errors, [f"item {i}" for i in range(len(batch))]))
+        out = np.empty((len(batch), self.dim), dtype=np.float32)
+        for i, (value, _) in enumerate(outcomes):
+            out[i] = value
         return out
 
     def embed_files(self, paths: Sequence[str | os.PathLike]) -> np.ndarray:
@@ -112,67 +114,41 @@ class SpeakerEmbedder:
         """
         paths = [os.fspath(p) for p in paths]
         unique = list(dict.fromkeys(paths))
-        keys: dict[str, str] = {}
-        errors: dict[str, str | None] = {}
-        for path in unique:
-            try:
-                keys[path] = hash_file(path)
-            except OSError as error:
-                errors[path] = f"{path}: cannot read audio file: {error.strerror or error}"
-        cached = self.cache.get_arrays(set(keys.values()))
-        found = {path: cached[key] for path, key in keys.items() if key in cached}
-        for path in list(found):  # as if decoded: a cache must not change which rows fail
-            refused = over_cap(path, self.max_audio_seconds)
-            if refused is not None:
-                errors[path] = refused
-                del found[path]
-        todo_keys = list(dict.fromkeys(k for k in keys.values() if k not in cached))
-        first_path = {}
-        for path, key in keys.items():
-            first_path.setdefault(key, path)
-        todo = [first_path[k] for k in todo_keys]
-        computed = self._embed_paths(todo, [keys[p] for p in todo], progress)
+        outcomes = dict(zip(unique, extract_cached(
+            unique, self._embed_decoded, max_items=FILES_PER_CHUNK, load=self._decode, key=_file_key,
+            cache=CacheEntries(self.cache, "array"),
+            # as if decoded: a cache must not change which rows fail
+            check_hit=lambda path, _: over_cap(path, self.max_audio_seconds),
+            describe=lambda _, path: path,
+            progress=None if progress is None else lambda done, total: progress("embed", done, total))))
         out = np.full((len(paths), self.dim), np.nan, dtype=np.float32)
-        result_errors: list[str | None] = []
+        errors: list[str | None] = []
         for row, path in enumerate(paths):
-            if path in errors:
-                result_errors.append(errors[path])
-                continue
-            value, error = found.get(path), None
-            if value is None:
-                value, error = computed[keys[path]]
+            value, error = outcomes[path]
             if error is None:
                 out[row] = value
-            result_errors.append(error)
-        return out, result_errors
+            errors.append(error)
+        return out, errors
 
-    def _embed_paths(self, paths: list[str], keys: list[str], progress: Progress | None) -> dict:
-        """{key: (embedding [D] | None, error | None)} for files decoded in prefetched chunks."""
-        results: dict[str, tuple[np.ndarray | None, str | None]] = {}
-        chunks = [slice(i, i + FILES_PER_CHUNK) for i in range(0, len(paths), FILES_PER_CHUNK)]
-        if progress is not None:
-            progress("embed", 0, len(paths))
-        with ThreadPoolExecutor(1, "sdscore-decode") as decoder:
-            def decode(chunk: slice):
-                return decoder.submit(load_many, paths[chunk], self.sample_rate, max_seconds=self.max_audio_seconds)
+    def _decode(self, paths: list[str]) -> AudioBatch:
+        return load_many(paths, self.sample_rate, max_seconds=self.max_audio_seconds)
 
-            pending = decode(chunks[0]) if chunks else None
-            for n, chunk in enumerate(chunks):
-                batch = pending.result()
-                if n + 1 < len(chunks):
-                    pending = decode(chunks[n + 1])
-                ok = [i for i in range(len(batch)) if batch.errors[i] is None]
-                chunk_keys = keys[chunk]
-                for i in range(len(batch)):
-                    if batch.errors[i] is not None:
-                        results[chunk_keys[i]] = (None, batch.errors[i])
-                if ok:
-                    embeddings, errors = self._embed_keyed([chunk_keys[i] for i in ok], [batch[i] for i in ok])
-                    for i, embedding, error in zip(ok, embeddings, errors):
-                        results[chunk_keys[i]] = (embedding if error is None else None, _named(paths[chunk][i], error))
-                if progress is not None:
-                    progress("embed", min(chunk.stop, len(paths)), len(paths))
-        return results
+    def _embed_decoded(self, paths: list[str], batch: AudioBatch) -> list[tuple[np.ndarray | None, str | None]]:
+        """(embedding, None) or (None, error) per decoded file; files that failed to decode keep their error."""
+        outcomes: list[tuple[np.ndarray | None, str | None]] = [(None, error) for error in batch.errors]
+        ok = [i for i in range(len(batch)) if batch.errors[i] is None]
+        if ok:
+            for i, outcome in zip(ok, self._embed_waves([batch[i] for i in ok], [paths[i] for i in ok])):
+                outcomes[i] = outcome
+        return outcomes
+
+
+def _file_key(path: str) -> str:
+    """A file's content digest; ItemFailed (this file's error) when it cannot be read."""
+    try:
+        return hash_file(path)
+    except OSError as error:
+        raise ItemFailed(f"{path}: cannot read audio file: {error.strerror or error}") from None
 
 
 def _named(path: str, error: str | None) -> str | None:

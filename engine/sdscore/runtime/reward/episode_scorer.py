@@ -5,7 +5,7 @@ with one threaded `load_many` call, the model prepares all episodes at once (`pr
 compact model runs one batched log-mel over the window's distinct clips, so a pair's shared
 context is computed once) and the episodes are grouped by length into batches
 (runtime/batching.py). On CUDA a background thread prepares the next window while the GPU runs
-this one. (Several processes or machines are the runtime's executors, which run whole protocol
+this one (the one chunking/read-ahead loop, features/batched_extraction.py). (Several processes or machines are the runtime's executors, which run whole protocol
 Scorers: runtime/executors.) Results come back in input order. A bad
 episode (unreadable audio, no usable turn) gets NaN and its error text; the other episodes of its
 batch are scored as usual. Audio longer than `max_audio_seconds` (files and in-memory waveforms
@@ -25,8 +25,7 @@ import math
 import os
 import warnings as pywarnings
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import closing, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +38,7 @@ from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
 from sdscore.audio.dlpack_waveforms import checked_waveform
 from sdscore.checkpoint_files import resolve_device, resolve_dtype
 from sdscore.errors import SdscoreError
+from sdscore.features.batched_extraction import plan_chunks, read_ahead
 from sdscore.models.base import Prepared, RewardModel, batch_pinned, batch_to
 from sdscore.models.episodes import Episode, episodes_from_pairs
 from sdscore.progress import Progress
@@ -230,30 +230,22 @@ class RewardScorer:
         """Yield one ScoredWindow per window of the input, in input order (for sharded outputs)."""
         episodes = list(episodes)
         size = self.window + self.window % 2  # even: score_pairs' interleaved pairs never straddle windows
-        windows = [np.arange(s, min(s + size, len(episodes))) for s in range(0, len(episodes), size)]
         done = 0
         if progress:
             progress("reward: score", 0, len(episodes))
-        executor = ThreadPoolExecutor(1, thread_name_prefix="sdscore-prefetch") if self.prefetch else None
-        try:
-            pending = None
-            for k, indices in enumerate(windows):
-                if executor is None:
-                    prepared = self._prepare_window(episodes, indices)
-                else:
-                    if pending is None:
-                        pending = executor.submit(self._prepare_window, episodes, indices)
-                    prepared = pending.result()
-                    nxt = windows[k + 1] if k + 1 < len(windows) else None
-                    pending = None if nxt is None else executor.submit(self._prepare_window, episodes, nxt)
-                scored = self._run_window(prepared, with_pooled)
-                done += len(indices)
+
+        def prepare(_, positions: range) -> _PreparedWindow:
+            return self._prepare_window(episodes, np.arange(positions.start, positions.stop))
+
+        windows = read_ahead(episodes, plan_chunks(len(episodes), size), prepare, ahead=self.prefetch,
+                             describe=lambda i, e: e.id or f"episode {i}")
+        with closing(windows):
+            for window in windows:
+                scored = self._run_window(window.loaded, with_pooled)
+                done += len(window.positions)
                 if progress:
                     progress("reward: score", done, len(episodes))
                 yield scored
-        finally:
-            if executor is not None:
-                executor.shutdown(wait=True, cancel_futures=True)
 
     # ---- internals -------------------------------------------------------------------------
 
