@@ -47,19 +47,22 @@ class _Meta:
     type: Callable[[str], Any] | None
     metavar: str | None
     required: bool
+    group: str | None = None
 
 
 def setting(default: Any = dataclasses.MISSING, *, help: str = "", cli: str | None = "", choices: Sequence | None = None,
             volatile: bool = False, needs: Mapping[str, Sequence[str]] | None = None,
-            type: Callable[[str], Any] | None = None, metavar: str | None = None, required: bool = False) -> Any:
+            type: Callable[[str], Any] | None = None, metavar: str | None = None, required: bool = False,
+            group: str | None = None) -> Any:
     """A settings dataclass field. cli: the flag (default: --the-field-name; None: an API-only setting;
     a bool defaulting to True gets a `--no-...` flag that stores False); needs: {other option's field:
     its values} — the option is refused on the command line unless that option has one of them (e.g.
     a seed that only `--orders random` uses); type: argparse's converter (default from the annotation);
     required: the command line must give it (the API may leave it None, e.g. to fail later with a
-    clearer message)."""
+    clearer message); group: the title of the argument group its option is listed under in --help
+    (default: its mode's group, or the command's)."""
     meta = _Meta(help, cli, None if choices is None else tuple(choices), volatile,
-                 {k: tuple(v) for k, v in (needs or {}).items()}, type, metavar, required)
+                 {k: tuple(v) for k, v in (needs or {}).items()}, type, metavar, required, group)
     return dataclasses.field(default=default, metadata={_KEY: meta})
 
 
@@ -267,10 +270,13 @@ def add_options(parser: argparse.ArgumentParser, options: Options) -> None:
     groups: dict[str, Any] = {}
     all_modes = tuple(options.classes)
     for name, (field, modes) in options.fields().items():
-        target = main
-        if modes != all_modes and len(modes) == 1 and modes[0] in options.groups:
-            title = options.groups[modes[0]]
-            target = groups.setdefault(title, parser.add_argument_group(title))
+        target, title = main, _meta(field).group
+        if title is None and modes != all_modes and len(modes) == 1:
+            title = options.groups.get(modes[0])
+        if title is not None:
+            if title not in groups:
+                groups[title] = parser.add_argument_group(title)
+            target = groups[title]
         hint = _hints(options.classes[modes[0]])[name]
         _add(target, field, hint)
 

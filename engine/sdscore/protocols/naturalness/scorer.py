@@ -13,7 +13,6 @@ from typing import Any
 
 import polars as pl
 
-from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
 from sdscore.metrics.text_errors import error_rates
 from sdscore.protocols.naturalness.clip_features import ClipFeatures
 from sdscore.protocols.naturalness.local_models import label_of
@@ -23,6 +22,8 @@ from sdscore.protocols.naturalness.results import (
     HUMAN_SYSTEM,
     RESULTS,
 )
+from sdscore.protocols.naturalness.settings import NaturalnessSettings
+from sdscore.protocols.naturalness.spec import SPEC
 from sdscore.protocols.naturalness.timing import (
     interruption,
     leading_silence,
@@ -30,9 +31,8 @@ from sdscore.protocols.naturalness.timing import (
     speech_latency_ms,
     trailing_silence,
 )
-from sdscore.protocols.naturalness.spec import SPEC
-from sdscore.runtime.compute_budget import cores
 from sdscore.runtime.scorer import ScoringJob
+from sdscore.runtime.settings import build
 
 MODEL_OPTIONS = ("whisper_dir", "lid_dir", "dialect_dir", "emotion_dir", "mos_dir")
 MISSING_MODEL = {
@@ -59,17 +59,17 @@ def asker(speakers: str | None) -> str | None:
 
 
 class NaturalnessScorer:
-    """Settings: whisper_dir, lid_dir, dialect_dir, emotion_dir, mos_dir (optional local model
-    folders), max_audio_seconds (longer files fail their rows; 0: no cap); jobs (worker processes
-    for pocketsphinx and Praat; default: the compute budget's cores(), 1 in an executor's worker)
-    and cache_dir (clip features keyed by content) change no score."""
+    """Settings: NaturalnessSettings (whisper_dir, lid_dir, dialect_dir, emotion_dir, mos_dir,
+    max_audio_seconds; jobs and cache_dir, which change no score)."""
 
-    def __init__(self, whisper_dir: str | None = None, lid_dir: str | None = None, dialect_dir: str | None = None,
-                 emotion_dir: str | None = None, mos_dir: str | None = None, jobs: int | None = None,
-                 cache_dir: str | os.PathLike | None = None, max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS):
-        self.features = ClipFeatures(whisper_dir=whisper_dir, lid_dir=lid_dir, dialect_dir=dialect_dir,
-                                     emotion_dir=emotion_dir, mos_dir=mos_dir, jobs=jobs, cache_dir=cache_dir,
-                                     max_audio_seconds=max_audio_seconds)
+    settings_class = NaturalnessSettings
+
+    def __init__(self, *args: Any, **settings: Any):
+        """See NaturalnessSettings (checked: SettingsError)."""
+        s = build(NaturalnessSettings, *args, **settings)
+        self.features = ClipFeatures(whisper_dir=s.whisper_dir, lid_dir=s.lid_dir, dialect_dir=s.dialect_dir,
+                                     emotion_dir=s.emotion_dir, mos_dir=s.mos_dir, jobs=s.jobs, cache_dir=s.cache_dir,
+                                     max_audio_seconds=s.max_audio_seconds)
 
     def close(self) -> None:
         self.features.close()
@@ -77,15 +77,10 @@ class NaturalnessScorer:
     def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
         records = rows.to_dicts()
         usable = [r for r in records if r.get("error") is None and r.get("answer_audio_path")]
-        question_paths = [r["audio_path"] for r in usable if r.get("audio_path")]
-        answer_paths = [r["answer_audio_path"] for r in usable]
-        if cores() == 1:  # a budget of one core: one after the other
-            questions, answers = self.features.questions(question_paths), self.features.answers(answer_paths)
-        else:
-            with ThreadPoolExecutor(1) as pool:  # the question clips' VAD beside the answers' features
-                pending = pool.submit(self.features.questions, question_paths)
-                answers = self.features.answers(answer_paths)
-                questions = pending.result()
+        with ThreadPoolExecutor(1) as pool:  # the question clips' VAD beside the answers' features
+            questions = pool.submit(self.features.questions, [r["audio_path"] for r in usable if r.get("audio_path")])
+            answers = self.features.answers([r["answer_audio_path"] for r in usable])
+            questions = questions.result()
         out = [self._row(r, answers, questions) for r in records]
         return pl.DataFrame(out, schema=RESULTS)
 
@@ -180,7 +175,8 @@ class NaturalnessScorer:
 
 
 def scoring_job(**settings: Any) -> ScoringJob:
-    """The ScoringJob of `sdscore score naturalness` (settings: NaturalnessScorer's)."""
+    """The ScoringJob of `sdscore score naturalness` (settings: NaturalnessSettings; checked by the job:
+    SettingsError)."""
     settings = {k: v for k, v in settings.items() if v is not None}
     jobs = settings.get("jobs")
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
@@ -189,4 +185,5 @@ def scoring_job(**settings: Any) -> ScoringJob:
         if name in settings:
             settings[name] = os.path.abspath(settings[name])
     model_dir = next((settings[name] for name in MODEL_OPTIONS if name in settings), None)
-    return ScoringJob(SPEC, NaturalnessScorer, settings, volatile=("cache_dir", "jobs"), model_dir=model_dir)
+    # NaturalnessSettings marks jobs and cache_dir volatile: a resumed run may change them
+    return ScoringJob(SPEC, NaturalnessScorer, settings, model_dir=model_dir)

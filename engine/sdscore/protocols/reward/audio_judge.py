@@ -20,27 +20,27 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
 from sdscore.errors import JudgeError, SdscoreError
 from sdscore.llm_judges.audio_request import (
     DEFAULT_AUDIO_RATE,
     DEFAULT_MAX_REQUEST_BYTES,
     AudioRequest,
 )
-from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S, ChatClient, Price, judge_client
+from sdscore.llm_judges.client import ChatClient, judge_client
 from sdscore.llm_judges.reply_error import ReplyError
 from sdscore.protocols.reward.audio_judge_answers import parse_dialogue_choice
 from sdscore.protocols.reward.audio_judge_prompts import PairPrompt, load_pair_prompt
+from sdscore.protocols.reward.choices import ORDERS
 from sdscore.protocols.reward.results import DEFAULT_SUBSET, RESULT_SCHEMA
+from sdscore.protocols.reward.settings import RewardJudgeSettings
+from sdscore.runtime.settings import build
 
-ORDERS = ("both", "shown")
 SIDES = ("chosen", "rejected")
 #: the reward results columns plus the judge's own
 JUDGE_RESULT_SCHEMA = pl.Schema({
@@ -162,28 +162,26 @@ def _assemble(plan: list[_Call] | None, replies: list[tuple], problem: str | Non
 class RewardAudioJudgeScorer:
     """The reward protocol's Scorer for an audio-LLM judge (`sdscore score reward --judge openai`).
 
-    Settings: model, base_url (or SDSCORE_JUDGE_BASE_URL / OPENAI_BASE_URL), orders, seed, prompt_file
-    (PairwiseAudioJudge's); concurrency, cache_dir (replies, keyed by request content), timeout_s, prices;
-    audio_rate (Hz the clips are sent at), max_request_bytes, max_audio_seconds (longer files fail their
-    pairs; 0: no cap)."""
+    Settings: RewardJudgeSettings (model, base_url, orders, seed, prompt_file; the endpoint, cache,
+    parallelism, deadline and audio limits of AudioJudgeConfig)."""
 
-    def __init__(self, model: str | None = None, base_url: str | None = None, *, orders: str = "both", seed: int = 0,
-                 prompt_file: str | os.PathLike | None = None, concurrency: int = 8,
-                 cache_dir: str | os.PathLike | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 prices: Mapping[str, Price] | None = None, audio_rate: int = DEFAULT_AUDIO_RATE,
-                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-                 max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS):
-        client = judge_client(model, base_url, concurrency=concurrency, cache_dir=cache_dir, timeout_s=timeout_s,
-                              prices=prices, json_mode=False)
+    settings_class = RewardJudgeSettings
+
+    def __init__(self, *args: Any, **settings: Any):
+        """Positional settings fill model, base_url; see RewardJudgeSettings (checked: SettingsError)."""
+        s = build(RewardJudgeSettings, *args, **settings)
+        client = judge_client(s.model, s.base_url, concurrency=s.concurrency, cache_dir=s.cache_dir,
+                              timeout_s=s.timeout_s, prices=s.prices, json_mode=False)
         try:
             self.judge = PairwiseAudioJudge(
-                client, orders=orders, seed=seed, prompt_file=None if prompt_file is None else os.fspath(prompt_file),
-                audio_rate=audio_rate, max_request_bytes=max_request_bytes, max_audio_seconds=max_audio_seconds or None,
+                client, orders=s.orders, seed=s.seed,
+                prompt_file=None if s.prompt_file is None else os.fspath(s.prompt_file), audio_rate=s.audio_rate,
+                max_request_bytes=s.max_request_bytes, max_audio_seconds=s.max_audio_seconds or None,
             )
         except Exception:
             client.close()
             raise
-        self.model = model
+        self.model = s.model
 
     def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
         records = rows.to_dicts()

@@ -14,8 +14,8 @@ from sdscore.runtime.scorer import ScoringJob
 
 
 def scoring_job(**settings: Any) -> ScoringJob:
-    """The ScoringJob of `sdscore score reward` (settings: RewardPairsScorer's, or with judge="openai"
-    RewardAudioJudgeScorer's, the zero-shot audio-LLM baseline)."""
+    """The ScoringJob of `sdscore score reward` (settings: RewardModelSettings, or with judge="openai"
+    RewardJudgeSettings, the zero-shot audio-LLM baseline; checked by the job: SettingsError)."""
     from sdscore.checkpoint_files import resolve_device
     from sdscore.models.pretrained import default_model_dir
 
@@ -30,9 +30,9 @@ def scoring_job(**settings: Any) -> ScoringJob:
     for name in ("base", "system_prompt"):
         if name in settings:
             settings[name] = os.path.abspath(settings[name])
-    # how the work is batched changes no score (tested within 1e-5): a resumed run may differ in it
-    return ScoringJob(SPEC, RewardPairsScorer, settings, volatile=("num_threads", "share_prefixes"),
-                      model_dir=settings["model"])
+    # RewardModelSettings marks how the work is split (share_prefixes, num_threads) volatile: a resumed run may
+    # differ in it
+    return ScoringJob(SPEC, RewardPairsScorer, settings, model_dir=settings["model"])
 
 
 def _audio_judge_job(settings: dict[str, Any]) -> ScoringJob:

@@ -8,13 +8,15 @@ judge="openai" audio_judge.RewardAudioJudgeScorer (an audio LLM's pairwise choic
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 import polars as pl
 
-from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
 from sdscore.progress import Progress
 from sdscore.protocols.reward.results import DEFAULT_SUBSET, POOLED_COLUMNS, RESULT_SCHEMA
+from sdscore.protocols.reward.settings import RewardModelSettings
+from sdscore.runtime.settings import build
 
 
 def _results_frame(pairs: pl.DataFrame, chosen: np.ndarray, rejected: np.ndarray, errors: list[str | None],
@@ -90,25 +92,23 @@ def score_pairs_frame(pairs: pl.DataFrame, scorer, store_pooled: bool = False,
 class RewardPairsScorer:
     """The reward protocol's Scorer: loads the reward model once, scores batches of pair rows.
 
-    Settings: model (folder; default the shipped demo model), base and system_prompt (SDiaReward
-    Qwen2.5-Omni checkpoints), backend, device, dtype, max_batch, max_tokens, store_pooled,
-    num_threads (audio loading threads), max_audio_seconds (longer audio files are refused per pair;
-    0: no cap), share_prefixes (a pair's shared context runs once where the model allows it)."""
+    Settings: RewardModelSettings (model, base, system_prompt, backend, device, dtype, max_batch,
+    max_tokens, store_pooled, max_audio_seconds; share_prefixes and num_threads, which change no score)."""
 
-    def __init__(self, model: str | os.PathLike | None = None, *, base: str | os.PathLike | None = None,
-                 system_prompt: str | os.PathLike | None = None, backend: str = "auto", device: str = "auto",
-                 dtype: str = "auto", max_batch: int = 16, max_tokens: int | None = None,
-                 store_pooled: bool = False, num_threads: int | None = None,
-                 max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS, share_prefixes: bool = True):
+    settings_class = RewardModelSettings
+
+    def __init__(self, *args: Any, **settings: Any):
+        """A positional setting fills model; see RewardModelSettings (checked: SettingsError)."""
+        s = build(RewardModelSettings, *args, **settings)
         from sdscore.models.pretrained import default_model_dir
         from sdscore.runtime.reward.episode_scorer import RewardScorer
 
-        options = {k: os.fspath(v) for k, v in (("base", base), ("system_prompt", system_prompt)) if v is not None}
-        self.store_pooled = bool(store_pooled)
+        options = {k: os.fspath(v) for k, v in (("base", s.base), ("system_prompt", s.system_prompt)) if v is not None}
+        self.store_pooled = s.store_pooled
         self.scorer = RewardScorer.from_pretrained(
-            model or default_model_dir(), backend=backend, device=device, dtype=dtype, model_options=options,
-            max_batch=max_batch, max_tokens=max_tokens, num_threads=num_threads, max_audio_seconds=max_audio_seconds,
-            share_prefixes=share_prefixes,
+            s.model or default_model_dir(), backend=s.backend, device=s.device, dtype=s.dtype, model_options=options,
+            max_batch=s.max_batch, max_tokens=s.max_tokens, num_threads=s.num_threads,
+            max_audio_seconds=s.max_audio_seconds, share_prefixes=s.share_prefixes,
         )
 
     def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
