@@ -36,6 +36,9 @@ $(STAMP): $(NATIVE_SOURCES) Makefile | system-deps
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja "setuptools<81"
 	$(PIP) install -q --no-build-isolation -e ".[all]"
+	# verl's reward loop for tests/test_verl_http.py, without verl's own requirements (they pin
+	# transformers<5.11 and pull its training stack): the modules that loop imports, pinned
+	$(PIP) install -q --no-deps -r tests/requirements-verl.txt
 	$(PY) -c "import sdscore._native"
 	rm -f $(VENV)/.sdscore-installed-*
 	touch $@

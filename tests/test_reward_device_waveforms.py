@@ -312,4 +312,5 @@ def test_verl_takes_a_tensor_at_its_own_rate(compact, clips):
                                                                 "audio_sample_rate": 24000})
     finally:
         close_shared_batchers()
-    assert from_tensor == pytest.approx(from_numpy, abs=1e-5)
+    assert from_tensor["sdscore_failed"] == from_numpy["sdscore_failed"] == 0
+    assert from_tensor["score"] == pytest.approx(from_numpy["score"], abs=1e-5)

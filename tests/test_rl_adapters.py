@@ -1,10 +1,10 @@
 """RL adapters called the way their frameworks call them return the scorer's scores.
 
 TRL: the adapter is run by TRL's own `GRPOTrainer._calculate_rewards` (the installed trl, on a
-minimal trainer object holding what that method reads), sync and async. verl does not install
-here (it pulls Ray, Hydra, vLLM-era pins): its two calling conventions are reproduced from its
-reward managers' source (`NaiveRewardManager`: keyword call per sample; `BatchRewardManager`:
-`data_sources=, solution_strs=, ground_truths=, extra_infos=` per batch).
+minimal trainer object holding what that method reads), sync and async. verl 0.9's reward managers
+call `compute_score(data_source=, solution_str=, ground_truth=, extra_info=, **reward_kwargs)` per
+sample (verl/experimental/reward_loop/reward_manager/naive.py); verl's own reward loop runs the
+HTTP form in tests/test_verl_http.py.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import torch
 from sdscore.models.episodes import Episode, Turn
-from sdscore.rl import trl_reward_func, verl_compute_score, verl_compute_score_batch
-from sdscore.rl.batcher import EpisodeScoreError
+from sdscore.rl import trl_reward_func, verl_compute_score
 from sdscore.rl.episode_specs import EpisodeSpecError, audio_from_spec, episode_from_messages
 from sdscore.rl.shared_batchers import MODEL_ENV, close_shared_batchers
+from sdscore.rl.verl_samples import VerlConfigError
 
 from rl_episodes import SR, compact_scorer, wav_bytes, wave
 
@@ -125,7 +125,7 @@ def test_trl_reward_func_pickles_without_the_model_and_names_bad_samples(samples
     assert "sample 0" in caplog.text and "cannot decode" in caplog.text
 
 
-def test_verl_per_sample_and_batch_forms(scorer, samples):
+def test_verl_per_sample_form(scorer, samples):
     questions, answers, texts = samples
     infos = [{"messages": [{"role": "user", "content": [{"type": "text", "text": "how are you?"},
                                                          {"type": "audio", "audio": {"array": q, "sampling_rate": SR}}]}],
@@ -135,11 +135,8 @@ def test_verl_per_sample_and_batch_forms(scorer, samples):
     per_sample = [verl_compute_score(data_source="speech", solution_str=t, ground_truth=None, extra_info=info,
                                      max_wait_ms=1)
                   for t, info in zip(texts, infos)]
-    assert np.abs(np.array(per_sample) - want).max() <= 1e-5
-    # BatchRewardManager: compute_score(data_sources=, solution_strs=, ground_truths=, extra_infos=, **reward_kwargs)
-    batch = verl_compute_score_batch(data_sources=["speech"] * len(texts), solution_strs=texts,
-                                     ground_truths=[None] * len(texts), extra_infos=infos, max_wait_ms=1)
-    assert np.abs(np.array(batch) - want).max() <= 1e-5
+    assert all(r["sdscore_failed"] == 0 and r["sdscore_error"] == "" for r in per_sample)
+    assert np.abs(np.array([r["score"] for r in per_sample]) - want).max() <= 1e-5
 
 
 def test_verl_resamples_audio_at_its_own_rate(scorer, samples):
@@ -151,20 +148,24 @@ def test_verl_resamples_audio_at_its_own_rate(scorer, samples):
                                                          "audio_sample_rate": 24000})
     back = audio_from_spec({"array": a24, "sampling_rate": 24000}, SR, "x")
     want = scorer.score([Episode((Turn("user", "how are you?"), Turn("assistant", texts[0], back)))]).item()
-    assert got == pytest.approx(want, abs=1e-5)
+    assert got["score"] == pytest.approx(want, abs=1e-5)
 
 
-def test_verl_bad_sample_raises_or_takes_error_reward(tmp_path, monkeypatch):
-    info = {"prompt": "hi", "audio": str(tmp_path / "missing.wav")}
-    with pytest.raises(EpisodeScoreError, match="missing.wav"):
-        verl_compute_score("speech", "hello", None, info)
-    assert verl_compute_score("speech", "hello", None, info, error_reward=-1.0) == -1.0
-    rewards = verl_compute_score_batch(["s", "s"], ["ok", "hello"], [None, None], [{"prompt": "hi"}, info],
-                                       error_reward=0.0)
-    assert rewards[1] == 0.0 and isinstance(rewards[0], float)
+def test_verl_bad_sample_takes_the_error_reward_with_its_reason(tmp_path, monkeypatch):
+    info = {"index": 12, "prompt": "hi", "audio": str(tmp_path / "missing.wav")}
+    got = verl_compute_score("speech", "hello", None, info)
+    assert got["score"] == 0.0 and got["sdscore_failed"] == 1  # the documented default error_reward
+    assert got["sdscore_error"].startswith("sample 12 (speech)") and "missing.wav" in got["sdscore_error"]
+    assert verl_compute_score("speech", "hello", None, info, error_reward=-1.0)["score"] == -1.0
+    bad_spec = verl_compute_score("speech", "hello", None, {"prompt": "hi", "audio": {"other": 1}}, error_reward=-2)
+    assert bad_spec["score"] == -2.0 and "sample ? (speech)" in bad_spec["sdscore_error"]
+    with pytest.raises(VerlConfigError, match="unknown reward_kwargs max_wait"):
+        verl_compute_score("speech", "hello", None, info, max_wait=1)
+    with pytest.raises(VerlConfigError, match="error_reward must be a finite number"):
+        verl_compute_score("speech", "hello", None, info, error_reward="low")
     monkeypatch.setenv(MODEL_ENV, str(tmp_path / "no-model"))
     close_shared_batchers()
-    with pytest.raises(Exception, match="no-model"):
+    with pytest.raises(Exception, match="no-model"):  # a model that cannot load is not a sample's fault
         verl_compute_score("speech", "hello", None, {"prompt": "hi"})
 
 

@@ -3,8 +3,9 @@
 - `RewardBatcher` — callers submit one episode (or a few) from any thread or task; batches go to
   the scorer (rl/batcher.py).
 - `trl_reward_func(model_dir)` — a TRL `reward_funcs` entry, sync or async (rl/trl_adapter.py).
-- `verl_compute_score` / `verl_compute_score_batch` — verl's custom reward function, per-sample and
-  batch forms (rl/verl_adapter.py).
+- verl's custom reward function: over HTTP to `sdscore serve` — ``pkg://sdscore.rl.verl_http``,
+  `compute_score` (async) / `compute_score_sync` — or in process, `verl_compute_score`
+  (rl/verl_adapter.py; the model loads in every verl reward worker).
 - `create_app` / `serve` — `sdscore serve`: `/score`, OpenRLHF's `/get_reward`, `/healthz`,
   `/metrics` (rl/server.py).
 """
@@ -18,7 +19,6 @@ _LAZY = {
     "EpisodeScoreError": "sdscore.rl.batcher",
     "trl_reward_func": "sdscore.rl.trl_adapter",
     "verl_compute_score": "sdscore.rl.verl_adapter",
-    "verl_compute_score_batch": "sdscore.rl.verl_adapter",
     "create_app": "sdscore.rl.server",
     "serve": "sdscore.rl.server",
     "episode_from_spec": "sdscore.rl.episode_specs",

@@ -147,16 +147,17 @@ def _criterion(value: Any, where: str) -> str | None:
     return value
 
 
-def episode_from_messages(messages: Any, sample_rate: int, where: str, *, criterion: str | None = None,
-                          **audio_options: Any) -> Episode:
-    """An Episode from chat messages: ``{"role", "content": str | [{"type": "text"|"audio", ...}]}``.
+def message_parts(messages: Any, where: str) -> list[tuple[Any, str | None, Any, str | None]]:
+    """Chat messages as ``(role, text, audio spec or None, where the audio is)`` per turn, nothing
+    decoded: the text items of a message joined by a space, its one audio item (or none).
 
-    An audio content item holds its spec under "audio" (or "input_audio": OpenAI's
+    Messages are ``{"role", "content": str | [{"type": "text"|"audio"|"input_audio", ...}], "audio"?}``;
+    an audio content item holds its spec under "audio" (or "input_audio": OpenAI's
     ``{"data": base64, "format"}``); a turn holds at most one audio item.
     """
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)) or not messages:
         raise EpisodeSpecError(f"{where}: expected a non-empty list of messages")
-    turns = []
+    parts = []
     for k, message in enumerate(messages):
         at = f"{where}[{k}]"
         if not isinstance(message, Mapping) or "role" not in message:
@@ -183,9 +184,19 @@ def episode_from_messages(messages: Any, sample_rate: int, where: str, *, criter
             audios.append((message["audio"], f"{at}.audio"))
         if len(audios) > 1:
             raise EpisodeSpecError(f"{at}: {len(audios)} audio items (at most one per turn)")
-        audio = audio_from_spec(audios[0][0], sample_rate, audios[0][1], **audio_options) if audios else None
+        spec, spec_where = audios[0] if audios else (None, None)
+        parts.append((message["role"], " ".join(texts) if texts else None, spec, spec_where))
+    return parts
+
+
+def episode_from_messages(messages: Any, sample_rate: int, where: str, *, criterion: str | None = None,
+                          **audio_options: Any) -> Episode:
+    """An Episode from chat messages (the format `message_parts` reads), its audio decoded."""
+    turns = []
+    for k, (role, text, spec, spec_where) in enumerate(message_parts(messages, where)):
+        audio = None if spec is None else audio_from_spec(spec, sample_rate, spec_where, **audio_options)
         try:
-            turns.append(Turn(message["role"], " ".join(texts) if texts else None, audio))
+            turns.append(Turn(role, text, audio))
         except ValueError as exc:
-            raise EpisodeSpecError(f"{at}: {exc}") from None
+            raise EpisodeSpecError(f"{where}[{k}]: {exc}") from None
     return Episode(tuple(turns), _criterion(criterion, where), where)

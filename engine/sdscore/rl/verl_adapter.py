@@ -1,101 +1,75 @@
-"""sdscore as verl's custom reward function (`custom_reward_function.path/name` in verl's config).
+"""sdscore in process as verl's custom reward function: the model runs inside verl's reward workers.
 
-verl's per-sample reward managers call
-``compute_score(data_source=..., solution_str=..., ground_truth=..., extra_info=..., **reward_kwargs)``
-once per sample and want a float (or a dict with "score"); its batch manager calls
-``compute_score(data_sources=..., solution_strs=..., ground_truths=..., extra_infos=..., **reward_kwargs)``
-once per batch and wants a list. ``reward_kwargs`` come from ``custom_reward_function.reward_kwargs``:
-``model_dir`` (default $SDSCORE_REWARD_MODEL, else the shipped demo model), ``criterion``,
-``error_reward`` and the batcher settings are read from there.
+verl 0.9 config: ``reward.custom_reward_function.path=pkg://sdscore.rl.verl_adapter`` and
+``reward.custom_reward_function.name=verl_compute_score``. verl 0.9 runs the function in each of
+its ``reward.num_workers`` reward-loop Ray actors (8 by default), which get no GPU: the model
+loads once per actor, on the CPU. For anything but small runs, serve the model once with
+`sdscore serve` and use the HTTP function (rl/verl_http.py) instead.
 
-The episode (documented convention): the context is ``extra_info["messages"]`` (chat messages with
-audio items, as `episode_from_messages` takes) or else ``extra_info["prompt"]`` as one user text
-turn; the response is an assistant turn with ``solution_str`` as its text and, as verl-omni
-passes generated speech, ``extra_info["audio"]`` (float samples) at ``extra_info["audio_sample_rate"]``
-(any other audio spec in ``extra_info["audio"]`` works too).
+The call, the episode and the returned dict are verl_samples' (see there). ``reward_kwargs``
+(``reward.custom_reward_function.reward_kwargs``) may carry ``model_dir`` (default
+$SDSCORE_REWARD_MODEL, else the shipped demo model), ``criterion``, ``error_reward`` (default
+0.0), ``backend``, ``device``, ``max_batch`` and ``max_wait_ms``. verl calls a sync function from
+a thread pool, so concurrent samples of one worker share batches.
 
-Per-sample calls from several threads at once are batched together by the shared batcher; one
-caller calling one sample at a time gets no batching — use the batch form, or `sdscore serve`.
-A sample that cannot be scored raises (its error names it), unless ``error_reward`` gives the
-value to return instead.
+A sample that cannot be scored gets ``error_reward`` with ``sdscore_failed`` 1 and the reason in
+``sdscore_error``; it never fails the batch. A model that cannot be loaded raises.
+(verl 0.9 has no batch reward manager any more: the batch form this module had is gone.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Mapping
 from typing import Any
 
 from sdscore.models.episodes import Episode
 from sdscore.rl.batcher import EpisodeScoreError
 from sdscore.rl.episode_specs import EpisodeSpecError, episode_from_messages
 from sdscore.rl.shared_batchers import BatcherConfig, shared_batcher
+from sdscore.rl.verl_samples import (
+    VERL_OWN_KWARGS,
+    VerlConfigError,
+    error_reward_of,
+    reward_result,
+    sample_name,
+    verl_messages,
+)
+
+log = logging.getLogger(__name__)
 
 _BATCHER_KEYS = ("backend", "device", "max_batch", "max_wait_ms")
+_KEYS = frozenset(("model_dir", "criterion", "error_reward") + _BATCHER_KEYS)
 
 
-def _config(reward_kwargs: dict) -> BatcherConfig:
-    model_dir = reward_kwargs.pop("model_dir", None)
-    settings = {k: reward_kwargs.pop(k) for k in _BATCHER_KEYS if k in reward_kwargs}
+def _config(reward_kwargs: Mapping) -> BatcherConfig:
+    unknown = set(reward_kwargs) - _KEYS - VERL_OWN_KWARGS
+    if unknown:
+        raise VerlConfigError(f"unknown reward_kwargs {', '.join(sorted(unknown))} for sdscore's in-process verl "
+                              f"reward (expected {', '.join(sorted(_KEYS))})")
+    model_dir = reward_kwargs.get("model_dir")
+    settings = {k: reward_kwargs[k] for k in _BATCHER_KEYS if k in reward_kwargs}
     return BatcherConfig(None if model_dir is None else str(model_dir), **settings)
 
 
 def episode_from_verl(solution_str: str, extra_info: Mapping | None, sample_rate: int, where: str,
                       criterion: str | None = None) -> Episode:
-    """The episode of one verl sample (see the module docstring)."""
-    info = extra_info or {}
-    if not isinstance(info, Mapping):
-        raise EpisodeSpecError(f"{where}: extra_info must be a dict, got {type(info).__name__}")
-    messages = info.get("messages")
-    if messages is None:
-        prompt = info.get("prompt")
-        messages = [] if prompt is None else [{"role": "user", "content": prompt}]
-    messages = [dict(m) if isinstance(m, Mapping) else m for m in messages]
-    response: dict[str, Any] = {"role": "assistant", "content": solution_str}
-    audio = info.get("audio")
-    if audio is not None:
-        rate = info.get("audio_sample_rate")
-        if not isinstance(audio, (Mapping, str)) and rate is not None:
-            audio = {"array": audio, "sampling_rate": rate}
-        response["audio"] = audio
-    return episode_from_messages(messages + [response], sample_rate, where, criterion=criterion)
+    """The episode of one verl sample (verl_samples' convention), its audio decoded."""
+    return episode_from_messages(verl_messages(solution_str, extra_info, where), sample_rate, where,
+                                 criterion=criterion)
 
 
 def verl_compute_score(data_source: Any = None, solution_str: str = "", ground_truth: Any = None,
-                       extra_info: Mapping | None = None, **reward_kwargs: Any) -> float:
-    """verl's per-sample `compute_score` (see the module docstring)."""
-    criterion = reward_kwargs.pop("criterion", None)
-    error_reward = reward_kwargs.pop("error_reward", None)
+                       extra_info: Mapping | None = None, **reward_kwargs: Any) -> dict:
+    """verl's per-sample `compute_score`: ``{"score", "sdscore_failed", "sdscore_error"}``."""
+    error_reward = error_reward_of(reward_kwargs)
     batcher = shared_batcher(_config(reward_kwargs))
+    where = sample_name(data_source, extra_info)
     try:
-        episode = episode_from_verl(solution_str, extra_info, batcher.scorer.model.sample_rate,
-                                    f"sample ({data_source})", criterion)
-        return float(batcher.score(episode))
-    except (EpisodeSpecError, EpisodeScoreError):
-        if error_reward is None:
-            raise
-        return float(error_reward)
-
-
-def verl_compute_score_batch(data_sources: Sequence[Any], solution_strs: Sequence[str],
-                             ground_truths: Sequence[Any], extra_infos: Sequence[Mapping | None] | None = None,
-                             **reward_kwargs: Any) -> list[float]:
-    """verl's batch `compute_score` (BatchRewardManager): one list of rewards per call."""
-    criterion = reward_kwargs.pop("criterion", None)
-    error_reward = reward_kwargs.pop("error_reward", None)
-    batcher = shared_batcher(_config(reward_kwargs))
-    extra_infos = [None] * len(solution_strs) if extra_infos is None else list(extra_infos)
-    if not len(data_sources) == len(solution_strs) == len(extra_infos):
-        raise ValueError(f"verl batch of {len(solution_strs)} solutions has {len(data_sources)} data sources and "
-                         f"{len(extra_infos)} extra_infos")
-    items: list[Episode | str] = []
-    for i, (solution, info) in enumerate(zip(solution_strs, extra_infos)):
-        try:
-            items.append(episode_from_verl(solution, info, batcher.scorer.model.sample_rate, f"sample {i}", criterion))
-        except EpisodeSpecError as exc:
-            items.append(str(exc))
-    results = batcher.submit_prepared(items).result()
-    errors = [error for _, error in results if error is not None]
-    rewards = [float(error_reward) if score is None and error_reward is not None else score for score, _ in results]
-    if errors and error_reward is None:
-        raise EpisodeScoreError(f"{len(errors)} of {len(items)} samples could not be scored: " + "; ".join(errors[:5]))
-    return rewards
+        episode = episode_from_verl(solution_str, extra_info, batcher.scorer.model.sample_rate, where,
+                                    reward_kwargs.get("criterion"))
+        return reward_result(float(batcher.score(episode)), None, error_reward)
+    except (EpisodeSpecError, EpisodeScoreError) as exc:
+        reason = str(exc) if str(exc).startswith(where) else f"{where}: {exc}"
+        log.warning("sdscore reward: %s (reward %g)", reason, error_reward)
+        return reward_result(None, reason, error_reward)
