@@ -202,6 +202,15 @@ def test_json_entries_and_progress():
     assert got == [({"n": 1}, None), ({"n": 2}, None), (None, "empty word"), ({"n": 1}, None), ({"n": 3}, None)]
     assert calls == [(0, 4), (2, 4), (4, 4)]  # 4 distinct words to extract, in chunks of 2
     assert cache.get("bb") == {"n": 2} and cache.get("empty") is None
+    chunks = []
+
+    def recording(chunk, loaded):
+        chunks.append(list(chunk))
+        return lengths(chunk, loaded)
+
+    by_size = list(extract_cached(["aaa", "b", "cc", "dddd", "e", "f"], recording, max_items=3, size=len, max_total=3))
+    assert chunks == [["aaa"], ["b", "cc"], ["dddd"], ["e", "f"]]  # summed length <= 3, an item over it alone
+    assert [value["n"] for value, _ in by_size] == [3, 1, 2, 4, 1, 1]
 
 
 # ---------------------------------------------------------------- exceptions name their items

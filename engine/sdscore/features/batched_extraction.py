@@ -151,6 +151,8 @@ def extract_cached(
     extract: Callable[[list[T], L], Sequence[tuple[V | None, str | None]]],
     *,
     max_items: int,
+    size: Callable[[T], int] | None = None,
+    max_total: int | None = None,
     load: Callable[[list[T]], L] | None = None,
     key: Callable[[T], str] | None = None,
     cache: CacheEntries | None = None,
@@ -161,6 +163,7 @@ def extract_cached(
 ) -> Iterator[tuple[V | None, str | None]]:
     """Yield (value, error) per item, in input order.
 
+    max_items, size(item) and max_total: the chunks of items to extract, as in plan_chunks;
     key(item): its content key (items with equal keys are extracted once; a key raising ItemFailed
     is that item's error); cache: where keys are looked up before extraction and successes stored;
     check_hit(item, value): an error text refusing a cache hit for this item, or None;
@@ -207,7 +210,8 @@ def extract_cached(
     done, shown = 0, 0
     if progress is not None:
         progress(0, len(todo))
-    chunks = plan_chunks(len(todo), max_items)
+    chunks = plan_chunks(len(todo), max_items, max_total=max_total,
+                         sizes=None if size is None else [size(item) for item in todo_items])
     with closing(read_ahead(todo_items, chunks, load_chunk, ahead=ahead,
                             describe=lambda p, item: describe(todo[p], item))) as loaded_chunks:
         for chunk in loaded_chunks:
