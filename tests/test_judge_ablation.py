@@ -19,7 +19,8 @@ from sdscore.protocols import registry
 from sdscore.protocols.judge import (
     FEATURE_GROUPS,
     LLMJudge,
-    make_judge,
+    LlmJudgeSettings,
+    judge_settings,
     results_settings,
     run_eval,
     score_judge,
@@ -87,10 +88,12 @@ def test_group_names_are_checked():
     client = ChatClient("http://127.0.0.1:9/v1", "m")
     with pytest.raises(ValueError, match="needs the blueprint mode, not transcript"):
         LLMJudge(client, "transcript", drop_groups=["emotion"])
-    with pytest.raises(ValueError, match="need the openai judge"):
-        make_judge("rule", drop_groups="emotion")
-    with pytest.raises(ValueError, match="--drop-group need --judge openai"):
+    with pytest.raises(ValueError, match=r"drop_groups is not a setting of judge='rule' \(RuleJudgeSettings\)"):
+        judge_settings("rule", drop_groups="emotion")
+    with pytest.raises(ValueError, match="drop_groups is not a setting of judge='rule'"):
         scoring_job(judge="rule", drop_groups=["emotion"])
+    with pytest.raises(ValueError, match=r"unknown blueprint feature group\(s\) \['loudness'\]"):
+        LlmJudgeSettings(model="m", drop_groups="loudness")
     with pytest.raises(ValueError, match="unknown blueprint feature group"):
         scoring_job(judge="openai", base_url="http://127.0.0.1:9/v1", model="m", drop_groups="loudness")
 

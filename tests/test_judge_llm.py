@@ -25,7 +25,10 @@ from sdscore.llm_judges.client import ChatClient, Price, RetryPolicy
 from sdscore.protocols.judge import (
     JudgeItem,
     LLMJudge,
+    LlmJudgeSettings,
     RuleBaselineJudge,
+    RuleJudgeSettings,
+    judge_settings,
     load_prompt,
     make_judge,
     score_judge,
@@ -176,15 +179,20 @@ def test_prompt_arguments_are_checked(tmp_path):
 def test_make_judge_arguments(monkeypatch):
     monkeypatch.delenv("SDSCORE_JUDGE_BASE_URL", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    with pytest.raises(ValueError, match="unknown judge 'gpt'"):
-        make_judge("gpt")
+    with pytest.raises(ValueError, match=r"unknown judge 'gpt'; expected one of \['rule', 'openai'\]"):
+        judge_settings("gpt")
     with pytest.raises(ValueError, match="the openai judge needs base_url"):
-        make_judge("openai", model="m")
-    with pytest.raises(ValueError, match="the openai judge needs a model name"):
-        make_judge("openai", base_url="http://127.0.0.1:9/v1")
+        make_judge(LlmJudgeSettings(model="m"))
+    with pytest.raises(ValueError, match=r"the openai judge needs a model name \(--model\)"):
+        make_judge(judge_settings("openai", base_url="http://127.0.0.1:9/v1"))
+    with pytest.raises(TypeError, match="make_judge takes RuleJudgeSettings or LlmJudgeSettings .*got dict"):
+        make_judge({"judge": "openai", "model": "m"})
+    assert isinstance(make_judge(), RuleBaselineJudge)  # the rule baseline's defaults
+    assert isinstance(make_judge(RuleJudgeSettings(instruction_source="asr")), RuleBaselineJudge)
     monkeypatch.setenv("SDSCORE_JUDGE_BASE_URL", "http://127.0.0.1:9/v1")
-    judge = make_judge("openai", model="m", mode="transcript")
+    judge = make_judge(judge_settings("openai", model="m", mode="transcript"))
     assert judge.client.url == "http://127.0.0.1:9/v1/chat/completions" and judge.name == "llm-transcript"
+    judge.client.close()
 
 
 def test_an_echoed_api_key_reaches_neither_results_nor_cache(tmp_path, monkeypatch):
@@ -251,12 +259,10 @@ def test_cli_timeout_reaches_the_client(tmp_path, monkeypatch):
 
 def test_audio_mode_refuses_files_over_the_cap_per_item(tmp_path):
     """An audio-mode judge sends whole files as base64: one longer than the cap fails its item, not the run."""
-    from sdscore.protocols.judge.protocol import make_judge
-
     short, long = _wav(tmp_path / "short.wav", 1.0), _wav(tmp_path / "long.wav", 3.0)
     frame = manifest([("A", CAPITAL, short, short), ("B", CAPITAL, short, long)], with_labels=False)
     with ChatServer(lambda i, b, h: completion(labels_json())) as server:
-        judge = make_judge("openai", base_url=server.base_url, model="m", mode="audio", max_audio_seconds=2.0)
+        judge = make_judge(LlmJudgeSettings(base_url=server.base_url, model="m", mode="audio", max_audio_seconds=2.0))
         out = score_judge(frame, judge)
         judge.client.close()
     assert out["error"][0] is None

@@ -24,8 +24,8 @@ from sdscore.protocols.judge import (
     LLMJudge,
     Verdict,
     evaluate_judges,
+    judge_settings,
     load_prompt,
-    make_judge,
     parse_overall_reply,
     results_settings,
     run_eval,
@@ -140,10 +140,12 @@ def test_original_prompts_are_bundled_and_replaceable(tmp_path):
     client = ChatClient("http://127.0.0.1:9/v1", "m")
     with pytest.raises(ValueError, match="the prompt asks for typed labels but the judge reads original labels"):
         LLMJudge(client, "blueprint", prompt=load_prompt("blueprint"), labels="original")
-    with pytest.raises(ValueError, match="need the openai judge"):
-        make_judge("rule", labels="original")
-    with pytest.raises(ValueError, match="--labels original and --drop-group need --judge openai"):
+    with pytest.raises(ValueError, match=r"labels is not a setting of judge='rule' \(RuleJudgeSettings\)"):
+        judge_settings("rule", labels="original")
+    with pytest.raises(ValueError, match="labels is not a setting of judge='rule'"):
         scoring_job(judge="rule", labels="original")
+    with pytest.raises(ValueError, match=r"labels must be one of \['typed', 'original'\], got 'binary'"):
+        judge_settings("openai", model="m", labels="binary")
 
 
 def _judge(server, labels="original", reply_retries=1) -> LLMJudge:

@@ -15,7 +15,8 @@ from sdscore.errors import SdscoreError
 from sdscore.protocols import registry
 from sdscore.protocols.judge import results_settings
 from sdscore.features.blueprint import PITCH_METHODS
-from sdscore.protocols.judge.scorer import PITCH_TRACKERS, JudgeScorer, scoring_job
+from sdscore.protocols.judge.choices import PITCH_TRACKERS
+from sdscore.protocols.judge.scorer import JudgeScorer, scoring_job
 from trace_judge_server import blueprint_builder
 
 
@@ -85,8 +86,9 @@ def test_a_bad_pitch_tracker_is_refused_before_any_work(tmp_path, monkeypatch, c
         main(["score", "judge", str(path), "--out", str(tmp_path / "o.parquet"), "--pitch", "crepe"])
     assert exit_info.value.code == 2
     assert "argument --pitch: invalid choice: 'crepe'" in capsys.readouterr().err
-    with pytest.raises(ValueError, match=r"unknown pitch tracker 'crepe'; expected one of \['aubio', 'yin'\]"):
+    with pytest.raises(ValueError, match=r"pitch must be one of \['aubio', 'yin'\], got 'crepe' \(a setting of "
+                                         r"RuleJudgeSettings\)"):
         scoring_job(pitch="crepe")
-    with pytest.raises(ValueError, match="unknown pitch tracker 'crepe'"):
+    with pytest.raises(ValueError, match="pitch must be one of .*, got 'crepe'"):
         registry.score("judge", path, tmp_path / "o.parquet", pitch="crepe")
     assert made == [] and not (tmp_path / "o.parquet").exists()

@@ -20,7 +20,7 @@ import polars as pl
 from sdscore.corpus.schemas import ManifestSpec
 from sdscore.corpus.validate import ERROR_COLUMN
 from sdscore.errors import SdscoreError
-from sdscore.runtime.settings import build, plain, run_record
+from sdscore.runtime.settings import Options, build, build_mode, plain, run_record
 
 @runtime_checkable
 class Scorer(Protocol):
@@ -38,8 +38,9 @@ class ScoringJob:
     scorer: the Scorer class (pickled by reference into worker processes and Ray actors);
     settings: its keyword arguments — all of them change scores unless named in `volatile`
     (caches, concurrency), and a resumed run must have the same ones; a Scorer whose settings are
-    declared as a dataclass (its `settings_class`, see runtime/settings.py) is checked and recorded
-    from that class (its volatile settings added to `volatile`);
+    declared as a dataclass (its `settings_class`, see runtime/settings.py; or an Options, one class per
+    value of a mode setting) is checked and recorded from that class (its volatile settings added to
+    `volatile`, the mode recorded beside them);
     model_dir: the folder whose weights are hashed into the run record (None: no model files).
     """
 
@@ -53,9 +54,7 @@ class ScoringJob:
         if not isinstance(self.protocol, ManifestSpec):
             raise TypeError(f"ScoringJob.protocol must be a ManifestSpec (a protocol package's spec.SPEC), "
                             f"not {self.protocol!r}")
-        cls = self.settings_class
-        if cls is not None:
-            build(cls, **dict(self.settings))
+        if self._declared_settings() is not None:  # checked by building them
             return
         try:
             inspect.signature(self.scorer).bind(**dict(self.settings))
@@ -64,8 +63,23 @@ class ScoringJob:
 
     @property
     def settings_class(self) -> type | None:
-        """The Scorer's settings dataclass, when it declares one (runtime/settings.py)."""
-        return getattr(self.scorer, "settings_class", None)
+        """The Scorer's settings dataclass, when it declares one (runtime/settings.py); for a Scorer with one
+        class per value of its mode setting, this job's mode's."""
+        declared = self._declared_settings()
+        return None if declared is None else type(declared[1])
+
+    def _declared_settings(self) -> tuple[dict[str, Any], Any] | None:
+        """({its mode setting: this job's mode}, or {}; the settings object) of a Scorer that declares its
+        settings_class — a dataclass, or an Options with one class per value of its mode setting (e.g.
+        judge="rule" | "openai"), whose mode is then recorded beside the settings; None otherwise."""
+        declared = getattr(self.scorer, "settings_class", None)
+        if declared is None:
+            return None
+        if isinstance(declared, Options):
+            given = dict(self.settings)
+            mode = given.pop(declared.mode, declared.mode_default)
+            return {declared.mode: mode}, build_mode(declared, mode, given)
+        return {}, build(declared, **dict(self.settings))
 
     def create(self) -> Scorer:
         """A new Scorer with this job's settings (its models load here)."""
@@ -77,9 +91,10 @@ class ScoringJob:
 
     def score_settings(self) -> dict[str, Any]:
         """The settings that change scores, defaults filled in (the resume check compares these)."""
-        cls = self.settings_class
-        if cls is not None:
-            record = run_record(build(cls, **dict(self.settings)))
+        declared = self._declared_settings()
+        if declared is not None:
+            mode, settings = declared
+            record = dict(sorted({**mode, **run_record(settings)}.items()))
             return {k: v for k, v in record.items() if k not in self.volatile}
         bound = inspect.signature(self.scorer).bind(**dict(self.settings))
         bound.apply_defaults()

@@ -333,3 +333,14 @@ def refuse_off_mode_keywords(options: Options, mode: str, given: Mapping[str, An
     if others:
         raise SettingsError(f"{', '.join(others)} {'is' if len(others) == 1 else 'are'} not a setting of "
                            f"{options.mode}={mode!r} ({cls.__name__}); valid: {', '.join(sorted(own))}")
+
+
+def build_mode(options: Options, mode: str | None, given: Mapping[str, Any]) -> Any:
+    """The settings object of `mode` (None: the options' mode_default) from API keywords: the keyword check
+    of a Scorer with one settings class per value of its mode setting. SettingsError for a mode that is not
+    one of options', a keyword of another mode's class, or what `build` refuses."""
+    mode = options.mode_default if mode is None else mode
+    if mode not in options.classes:
+        raise SettingsError(f"unknown {options.mode or 'mode'} {mode!r}; expected one of {list(options.classes)}")
+    refuse_off_mode_keywords(options, mode, given)
+    return build(options.classes[mode], **given)

@@ -19,4 +19,5 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".demo": ("demo_judge",),
     ".rule_judge": ("RuleBaselineJudge", "RuleThresholds"),
     ".scorer": ("JudgeScorer", "scoring_job"),
+    ".settings": ("JudgeSettings", "LlmJudgeSettings", "RuleJudgeSettings", "judge_settings"),
 })

@@ -27,7 +27,7 @@ import polars as pl
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
 from sdscore.errors import JudgeError
-from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S, Price, judge_client
+from sdscore.llm_judges.client import judge_client
 from sdscore.llm_judges.reply_error import ReplyError
 from sdscore.metrics.agreement import (
     THREE_WAY_LABELS,
@@ -39,7 +39,6 @@ from sdscore.metrics.agreement import (
     paired_bootstrap_ci,
 )
 from sdscore.metrics.fusion import FUSION_RULES, JUDGE_LABELS, fuse
-from sdscore.protocols.judge.blueprint_view import check_groups
 from sdscore.protocols.judge.interface import (
     DIMENSIONS,
     Judge,
@@ -56,6 +55,7 @@ from sdscore.protocols.judge.probes import (
 )
 from sdscore.protocols.judge.prompts import load_prompt
 from sdscore.protocols.judge.rule_judge import RuleBaselineJudge
+from sdscore.protocols.judge.settings import JudgeSettings, LlmJudgeSettings, RuleJudgeSettings
 from sdscore.protocols.judge.spec import SPEC
 from sdscore.runtime.provenance import read_provenance
 
@@ -72,7 +72,6 @@ RESULT_SCHEMA = pl.Schema(
 )
 #: an LLM judge's results also keep, on a row whose reply never parsed, the last reply's text
 RAW_REPLY = "raw_reply"
-JUDGE_KINDS = ("rule", "openai")
 
 
 def _column(frame: pl.DataFrame, name: str) -> list:
@@ -385,41 +384,31 @@ def evaluate_judges(
     }
 
 
-def make_judge(
-    judge: str = "rule",
-    *,
-    base_url: str | None = None,
-    model: str | None = None,
-    mode: str = "blueprint",
-    prompt_file: str | os.PathLike | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    concurrency: int = 8,
-    instruction_source: str = "text",
-    prices: Mapping[str, Price] | None = None,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    max_audio_seconds: float | None = None,
-    labels: str = "typed",
-    drop_groups: str | Sequence[str] | None = None,
-) -> RuleBaselineJudge | LLMJudge:
-    """The rule baseline, or an LLM judge at an OpenAI-compatible endpoint (base_url from the argument
-    or SDSCORE_JUDGE_BASE_URL / OPENAI_BASE_URL; replies cached under cache_dir/replies);
-    max_audio_seconds caps the files an audio-mode judge sends; labels: "typed" (C/VQ/P, fused) or
-    "original" (one overall 1 / 2 / tie); drop_groups: blueprint feature groups left out of the
-    prompt (blueprint mode; see blueprint_view.FEATURE_GROUPS)."""
-    if labels not in LABEL_MODES:
-        raise ValueError(f"unknown label mode {labels!r}; expected one of {list(LABEL_MODES)}")
-    groups = check_groups(drop_groups)
-    if judge == "rule":
-        if labels != "typed" or groups:
-            raise ValueError("the rule judge gives typed labels from the whole blueprint; labels='original' and "
-                             "drop_groups need the openai judge")
-        return RuleBaselineJudge(instruction_source=instruction_source)
-    if judge != "openai":
-        raise ValueError(f"unknown judge {judge!r}; expected one of {list(JUDGE_KINDS)}")
-    client = judge_client(model, base_url, concurrency=concurrency, cache_dir=cache_dir, timeout_s=timeout_s,
-                          prices=prices)
-    return LLMJudge(client, mode, load_prompt(mode, prompt_file, labels), instruction_source, name=f"llm-{mode}",
-                    max_audio_seconds=max_audio_seconds, labels=labels, drop_groups=groups)
+def make_judge(settings: JudgeSettings | None = None) -> RuleBaselineJudge | LLMJudge:
+    """The judge of `settings` (judge/settings.py; None: the rule baseline's defaults): RuleJudgeSettings →
+    the rule baseline; LlmJudgeSettings → an LLM judge at an OpenAI-compatible endpoint (base_url, else
+    SDSCORE_JUDGE_BASE_URL / OPENAI_BASE_URL; replies cached under cache_dir/replies; max_audio_seconds
+    caps the files an audio-mode judge sends). Build the settings with `judge_settings(judge, **keywords)`
+    to check keywords, or construct the class. The Scorer-level settings (fusion, pitch) are read by
+    JudgeScorer, not here."""
+    if settings is None:
+        settings = RuleJudgeSettings()
+    if isinstance(settings, LlmJudgeSettings):
+        client = judge_client(settings.model, settings.base_url, concurrency=settings.concurrency,
+                              cache_dir=settings.cache_dir, timeout_s=settings.timeout_s, prices=settings.prices)
+        try:
+            prompt = load_prompt(settings.mode, None if settings.prompt_file is None else str(settings.prompt_file),
+                                 settings.labels)
+            return LLMJudge(client, settings.mode, prompt, settings.instruction_source, name=f"llm-{settings.mode}",
+                            max_audio_seconds=settings.max_audio_seconds, labels=settings.labels,
+                            drop_groups=settings.drop_groups)
+        except Exception:
+            client.close()
+            raise
+    if isinstance(settings, RuleJudgeSettings):
+        return RuleBaselineJudge(instruction_source=settings.instruction_source)
+    raise TypeError(f"make_judge takes RuleJudgeSettings or LlmJudgeSettings (judge_settings(judge, **keywords) "
+                    f"builds one), got {type(settings).__name__}")
 
 
 def results_settings(path: str | os.PathLike) -> dict[str, Any]:
