@@ -42,7 +42,7 @@ from sdscore.errors import SdscoreError
 from sdscore.rl import serve_client
 from sdscore.rl.serve_client import RewardServerError
 from sdscore.rl.verl_adapter import episode_from_verl
-from sdscore.rl.verl_http import compute_score, compute_score_sync
+from sdscore.rl.verl_http import client_config, compute_score, compute_score_sync
 from sdscore.rl.verl_samples import EXTRA_INFO_KEYS, VerlConfigError
 
 from rl_episodes import SR, compact_scorer, wav_bytes, wave
@@ -396,19 +396,35 @@ def test_verl_reward_loop_runs_sdscore(server, scorer, samples, tokenizer_dir, m
     _check(results, _one_by_one(scorer, samples), bad=3, reason="missing.wav")
 
 
-def test_the_documented_config_keys_are_verl_0_9s():
+#: the overrides docs/rl.md shows for verl 0.9 (Hydra command-line syntax)
+DOC_OVERRIDES = [
+    "reward.custom_reward_function.path=pkg://sdscore.rl.verl_http",
+    "reward.custom_reward_function.name=compute_score",
+    "+reward.custom_reward_function.reward_kwargs.url=http://10.0.0.5:8000",
+    "+reward.custom_reward_function.reward_kwargs.error_reward=-3.0",
+    "+reward.custom_reward_function.reward_kwargs.timeout_s=60",
+]
+
+
+def test_the_documented_overrides_compose_verl_0_9s_config():
     _verl()
+    hydra = pytest.importorskip("hydra", reason="hydra-core is not installed: "
+                                                "pip install --no-deps -r tests/requirements-verl.txt")
     import verl
-    from omegaconf import OmegaConf
+    from hydra.errors import ConfigCompositionException
     from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
+    from verl.trainer.ppo.reward import get_custom_reward_fn
 
     assert verl.__version__.startswith("0.9.")
-
-    config = OmegaConf.load(Path(verl.__file__).parent / "trainer/config/_generated_ppo_trainer.yaml")
-    reward = config.reward
-    # `reward.custom_reward_function.path=...` / `.name=...` override existing keys; reward_kwargs
-    # is not in the default config, hence `+reward.custom_reward_function.reward_kwargs.url=...`
-    assert set(reward.custom_reward_function) == {"path", "name"} and reward.custom_reward_function.name == "compute_score"
-    assert reward.reward_manager.name == "naive" and reward.num_workers == 8
+    folder = str(Path(verl.__file__).parent / "trainer" / "config")
+    with hydra.initialize_config_dir(config_dir=folder, version_base=None):
+        config = hydra.compose("ppo_trainer", overrides=DOC_OVERRIDES)
+        with pytest.raises(ConfigCompositionException, match="reward_kwargs.url"):  # why the docs write `+`
+            hydra.compose("ppo_trainer", overrides=[o.lstrip("+") for o in DOC_OVERRIDES])
+    fn = get_custom_reward_fn(config)  # what verl's reward loop builds from it
+    assert fn.func.__name__ == "_call_with_kwargs_async" and fn.args[0] is compute_score
+    assert fn.args[1] == {"url": "http://10.0.0.5:8000", "error_reward": -3.0, "timeout_s": 60}
+    assert client_config(fn.args[1]).url == "http://10.0.0.5:8000"
+    assert config.reward.reward_manager.name == "naive" and config.reward.num_workers == 8
     with pytest.raises(ValueError, match="Unknown reward manager: batch"):
         get_reward_manager_cls("batch")  # why the batch adapter is gone
