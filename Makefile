@@ -29,7 +29,7 @@ system-deps:
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $$missing; \
 	fi
 
-$(STAMP): $(NATIVE_SOURCES) Makefile | system-deps
+$(STAMP): $(NATIVE_SOURCES) Makefile tests/requirements-verl.txt | system-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# the local CPU build of torch first, so nothing pulls a CUDA build; never torchaudio
