@@ -26,7 +26,7 @@ class JudgeConfig:
 
     model: str | None = setting(help="judge model name")
     base_url: str | None = setting(None, help="OpenAI-compatible endpoint (or SDSCORE_JUDGE_BASE_URL)")
-    prompt_file: Path | None = setting(None, help="your own prompt (see the README)")
+    prompt_file: Path | None = setting(None, help="your own prompt (see docs/<protocol>.md)")
     concurrency: int = setting(8, help="requests in flight per worker", volatile=True)
     cache_dir: Path | None = setting(None, help="reply cache (keyed by request content)", volatile=True)
     timeout_s: float = setting(DEFAULT_TIMEOUT_S, cli="--timeout", type=positive_seconds, metavar="SECONDS",

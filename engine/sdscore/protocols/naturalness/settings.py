@@ -30,7 +30,7 @@ class NaturalnessSettings:
     mos_dir: Path | None = setting(None, group=_MODELS,
                                    help="model.onnx: 16 kHz waveform [1, T] -> one MOS (e.g. UTMOS)")
     jobs: int | None = setting(None, volatile=True,
-                               help="worker processes for pocketsphinx and Praat (default: CPU count)")
+                               help="worker processes for pocketsphinx and Praat (default: the compute budget's cores; 1 inside a processes/ray worker)")
     cache_dir: Path | None = setting(None, volatile=True, help="clip-feature cache (keyed by audio content)")
     max_audio_seconds: float = setting(DEFAULT_MAX_AUDIO_SECONDS, help=MAX_AUDIO_SECONDS_HELP)
 
