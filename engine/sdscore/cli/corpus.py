@@ -45,9 +45,9 @@ def _cmd_select_dialogues(args: argparse.Namespace) -> int:
     with stage_progress() as progress, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # skipped conversations are printed below, from the summary
         summary = select_dialogues(
-            args.segments, args.out, max_context_segments=args.max_context_segments,
-            min_answer_seconds=args.min_answer_seconds, max_turn_gap=args.max_turn_gap,
-            backchannel_max=args.backchannel_max, overwrite=args.overwrite,
+            args.segments, args.out, turn_rule=args.turn_rule, max_context_segments=args.max_context_segments,
+            min_answer_seconds=args.min_answer_seconds, backchannel_max=args.backchannel_max,
+            mask_answer_overlap=args.mask_answer_overlap, overwrite=args.overwrite,
             errors="raise" if args.strict else "skip", progress=progress,
         )
     for entry in summary["skipped"]:
@@ -117,11 +117,18 @@ def add_corpus_parser(sub) -> None:
     select.add_argument("segments", type=Path, help="segments table: conversation_id, speaker, start, end, text, "
                         "audio_path[, channel] (CSV/TSV/Parquet/JSONL)")
     select.add_argument("--out", required=True, help="output folder: metadata.csv and audio/")
-    select.add_argument("--max-context-segments", type=int, default=5, help="context utterances kept (latest)")
-    select.add_argument("--min-answer-seconds", type=float, default=1.0, help="shortest answer turn")
-    select.add_argument("--max-turn-gap", type=float, default=0.5, help="a silence this long ends a turn")
+    select.add_argument("--turn-rule", choices=("released", "paper"), default="released",
+                        help="released (default): the authors' code — a question utterance ending in '?', the "
+                        "answer until the asker speaks again; paper: merged turns, backchannels ignored")
+    select.add_argument("--max-context-segments", type=int, default=4,
+                        help="context utterances before the question (default 4, as the authors' code)")
+    select.add_argument("--min-answer-seconds", type=float, default=1.0, help="shortest answer (default 1.0)")
     select.add_argument("--backchannel-max", type=float, default=0.5,
-                        help="shorter utterances inside the other speaker's turn are backchannels")
+                        help="--turn-rule paper: the other speaker's utterances up to this long do not take the "
+                        "floor (default 0.5)")
+    select.add_argument("--mask-answer-overlap", action="store_true",
+                        help="silence the answerer's channel of the question clip from the answer's start (the "
+                        "authors keep it)")
     select.add_argument("--overwrite", action="store_true", help="replace an earlier selection in --out (only "
                         "when sdscore wrote everything in it)")
     select.add_argument("--strict", action="store_true", help="stop at the first bad row instead of skipping "

@@ -4,13 +4,15 @@ Each conversation voices one dialogue of the bank (user turns by the asker, assi
 answerer), one utterance per sentence. Its recipe adds the cases that SPEARBench dialogue
 selection must get right: short silences inside turns, the listener's backchannels (inside a long
 utterance, or in a silence inside a turn), turns that overlap the previous one, an answer cut to a
-short first sentence followed by a long silence (which splits the answerer's turn in two), and
-opening questions with no context. Each speaker gets one 16 kHz mono WAV (their channel); the
+short first sentence followed by a long silence (a silence never ends an answer: "Yeah, usually."
++ 1.2 s + the rest is one answer), and opening questions with no context. Each speaker gets one 16 kHz mono WAV (their channel); the
 table has one row per utterance with its speech bounds, in seconds, exact to the sample.
 
-The truth lists the valid dialogues of the *planned* turns (SPEARBench's rule applied to the
-script as constructed, with its settings: context <= 5 segments, answers >= 1.0 s); it never
-looks at the segments table or calls the selection code.
+The truth lists the valid dialogues of the script as placed, by the authors' released rule
+(SPEAR-benchmark-code get_end_with_question: an utterance ending in '?' followed by the other
+speaker's, the answer up to the asker's next utterance, the 4 utterances before as context,
+answers >= 1.0 s); it is computed here on the placed utterances (in samples), never from the
+segments table or with the selection code.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ BETWEEN_GAP_S = 0.4  # a silence inside a turn that holds a backchannel
 BACKCHANNEL_S = 0.3  # backchannel clips are cut to at most this much speech
 SHORT_ANSWER_S = 0.8  # a short answer is cut to at most this much speech
 BACKCHANNEL_TEXTS = ("Mm-hm.", "Yeah.", "Right.")
-#: SPEARBench's selection settings, which the truth assumes.
-TRUTH_MAX_CONTEXT_SEGMENTS = 5
+#: SPEARBench's selection settings (the released code's), which the truth assumes.
+TRUTH_MAX_CONTEXT_SEGMENTS = 4
 TRUTH_MIN_ANSWER_S = 1.0
 
 _SCHEMA = pl.Schema({"conversation_id": pl.String, "speaker": pl.String, "start": pl.Float64, "end": pl.Float64,
@@ -113,11 +115,11 @@ def build_conversations(renderer: Renderer, rng: np.random.Generator, n: int) ->
         rows += [{"conversation_id": cid, "speaker": voices[u.speaker].id, "start": u.at / MIX_RATE,
                   "end": u.end / MIX_RATE, "text": u.text, "audio_path": channel_paths[u.speaker], "channel": None}
                  for u in placed]
-        dialogues += _truth(cid, voices, turns)
+        dialogues += _truth(cid, voices, placed)
     truth = {
         "table": CONVERSATIONS_TABLE,
-        "settings": {"max_context_segments": TRUTH_MAX_CONTEXT_SEGMENTS, "min_answer_seconds": TRUTH_MIN_ANSWER_S,
-                     "max_turn_gap": 0.5, "backchannel_max": 0.5},
+        "settings": {"turn_rule": "released", "max_context_segments": TRUTH_MAX_CONTEXT_SEGMENTS,
+                     "min_answer_seconds": TRUTH_MIN_ANSWER_S},
         "conversations": [cid for cid, *_ in plans],
         "dialogues": dialogues,
     }
@@ -241,24 +243,31 @@ def _write_channels(renderer: Renderer, plan, layout) -> tuple[str, str]:
     return paths
 
 
-def _truth(cid: str, voices: tuple[Voice, Voice], turns: list[_Turn]) -> list[dict]:
-    """Valid dialogues of the planned turns: question ends in '?', has context, and is answered by
-    the other speaker for at least TRUTH_MIN_ANSWER_S."""
-    found = []
-    for j in range(1, len(turns) - 1):
-        question, answer = turns[j], turns[j + 1]
-        answer_start, answer_end = answer.utterances[0].at, max(u.end for u in answer.utterances)
-        if not question.text.endswith("?") or answer.speaker == question.speaker:
+def _truth(cid: str, voices: tuple[Voice, Voice], placed: list[_Placed]) -> list[dict]:
+    """Valid dialogues of the placed utterances (backchannels included) by the released rule: an
+    utterance ending in '?' whose next utterance is the other voice's; the answer runs until the
+    asker's next utterance; context: the TRUTH_MAX_CONTEXT_SEGMENTS utterances before; the clip ends
+    at the latest end among them all, and the answer (its first start to that end) lasts at least
+    TRUTH_MIN_ANSWER_S. Named <conversation>_<asker voice>_<answerer voice>_<n> (the table lists
+    voice 0 first)."""
+    order = sorted(placed, key=lambda u: (u.at, u.end, voices[u.speaker].id, u.text))
+    found: list[dict] = []
+    for i, question in enumerate(order[:-1]):
+        if not question.text.endswith("?") or order[i + 1].speaker == question.speaker:
             continue
-        if (answer_end - answer_start) / MIX_RATE < TRUTH_MIN_ANSWER_S:
+        stop = next((j for j in range(i + 1, len(order)) if order[j].speaker == question.speaker), len(order))
+        first = max(0, i - TRUTH_MAX_CONTEXT_SEGMENTS)
+        end = max(u.end for u in order[first:stop])
+        answer = order[i + 1:stop]
+        if end - answer[0].at < round(TRUTH_MIN_ANSWER_S * MIX_RATE):
             continue
-        context = [u for t in turns[:j] for u in t.utterances][-TRUTH_MAX_CONTEXT_SEGMENTS:]
         found.append({
-            "conversation_id": cid, "question_turn": j,
-            "asker": voices[question.speaker].id, "answerer": voices[answer.speaker].id,
-            "question": question.text, "answer": answer.text, "context_segments": len(context),
-            "context_start_s": min(u.at for u in context) / MIX_RATE,
-            "question_end_s": max(u.end for u in question.utterances) / MIX_RATE,
-            "answer_start_s": answer_start / MIX_RATE, "answer_end_s": answer_end / MIX_RATE,
+            "conversation_id": cid, "item_id": f"{cid}_{voices[0].id}_{voices[1].id}_{len(found)}",
+            "asker": voices[question.speaker].id, "answerer": voices[answer[0].speaker].id,
+            "question": question.text, "answer": " ".join(u.text for u in answer),
+            "context": [u.text for u in order[first:i]], "context_segments": i - first,
+            "context_start_s": order[first].at / MIX_RATE, "question_start_s": question.at / MIX_RATE,
+            "question_end_s": question.end / MIX_RATE, "answer_start_s": answer[0].at / MIX_RATE,
+            "answer_end_s": end / MIX_RATE,
         })
     return found

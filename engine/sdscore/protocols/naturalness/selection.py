@@ -6,14 +6,22 @@ channel of a multi-channel file; absent or null: the file is that speaker's own 
 Output: per valid dialogue a question clip, an answer clip and a two-channel dialogue file, and
 metadata.csv in SPEARBench's columns, which `read_manifest` reads as protocol "naturalness".
 
-Turns and dialogues follow the rules in dialogue_turns.py (SPEARBench III.A, made exact).
+Dialogues follow dialogue_turns.py: by default the authors' released rule (``turn_rule="released"``),
+else the paper's turns (``"paper"``).
 
-Clips (sample bounds = round(seconds x rate)): the question clip mixes both speakers from the
-context's start to the question's end, the answerer's channel silenced from the answer's start
-(so an overlapping answer never leaks into the model's input) and scaled down only if the sum
-exceeds full scale; the answer clip is the answerer's channel over the answer turn; the dialogue
-file holds channel 0 asker, channel 1 answerer from the context's start to the later of the
-answer's and the question's end. Metadata times are relative to the question clip's start.
+Clips, as the authors' prepare_data_from_seamless.py cuts them (sample bounds = round(seconds x
+rate)): the question clip is stereo, one channel per speaker in dyad order (spk1 left, spk2
+right), from the clip's start (the first context utterance) to the question's end — the answerer's
+channel as recorded, so an answer that overlaps the question is heard in it (``mask_answer_overlap``
+silences the answerer's channel from the answer's start instead); the answer clip is the
+answerer's channel over the answer (the authors write it twice, as stereo; it is mono here); the
+dialogue file holds channel 0 asker, channel 1 answerer from the clip's start to the answer's end.
+
+metadata.csv as theirs: times relative to the question clip's start (context_end_time = the
+question's start, question_end_time = its end; answer_start_time relative to the question's end),
+speakers "spk1|spk2" in dyad order, transcript_question the context and question utterances and
+transcript_answer the answer's, each utterance written "speaker: text" and joined by spaces (so the
+asker is the last tag of transcript_question); item_id is their dialogue name.
 """
 
 from __future__ import annotations
@@ -41,11 +49,16 @@ from sdscore.corpus.read import load_table
 from sdscore.errors import AudioError, ManifestError, SdscoreError
 from sdscore.output_paths import check_replaceable_folder, staged_folder
 from sdscore.protocols.naturalness.dialogue_turns import (
+    RELEASED,
+    TURN_RULES,
     Dialogue,
     Segment,
     Turn,
+    TurnRule,
     find_dialogues,
     merge_turns,
+    released_dialogues,
+    select_conversation,
 )
 from sdscore.runtime.compute_budget import cores, thread_pool_size
 
@@ -61,6 +74,11 @@ SUMMARY_FILE = "selection.json"
 CLIP_FOLDERS = {"question": "audio/question", "answer": "audio/answer", "dialogue": "audio/dialogue"}
 #: A segment may end this far past its audio's end (annotation rounding); the clip is zero-padded.
 AUDIO_END_TOLERANCE_S = 0.1
+#: characters a speaker id may not hold: metadata's speakers column is "spk1|spk2", and transcripts
+#: tag each utterance "speaker: text"
+SPEAKER_FORBIDDEN = ("|", ":")
+
+
 @dataclass(frozen=True)
 class SegmentTable:
     """A segments table as read: the rows that parsed, and (conversation_id, message) per bad row."""
@@ -97,8 +115,10 @@ def read_segments(path: str | os.PathLike) -> SegmentTable:
         for name, value in (("conversation_id", conversation), ("speaker", speaker), ("audio_path", path_value)):
             if not value:
                 found.append(f"{name} is missing")
-        if speaker and "," in speaker:
-            found.append(f"speaker {speaker!r} contains a comma (metadata's speakers column is 'asker,answerer')")
+        bad = [c for c in SPEAKER_FORBIDDEN if speaker and c in speaker]
+        if bad:
+            found.append(f"speaker {speaker!r} contains {bad[0]!r} (metadata.csv writes speakers 'spk1|spk2' and "
+                         "transcripts 'speaker: text')")
         start, problem = _seconds(row["start"], "start")
         found += [problem] if problem else []
         end, problem = _seconds(row["end"], "end")
@@ -148,14 +168,50 @@ def _channel(value) -> tuple[int | None, str | None]:
     return int(number), None
 
 
+@dataclass(frozen=True)
+class SelectionPlan:
+    """The dialogues of a segments table before any audio is read: per conversation its dialogues,
+    its segments, and the problems of the conversations skipped."""
+
+    dialogues: dict[str, list[Dialogue]]
+    segments: dict[str | None, list[Segment]]
+    skipped: dict[str | None, list[str]]
+
+
+def plan_dialogues(table: SegmentTable, *, turn_rule: TurnRule = RELEASED, max_context_segments: int = 4,
+                   min_answer_seconds: float = 1.0, backchannel_max: float = 0.5) -> SelectionPlan:
+    """Every conversation's dialogues (dialogue_turns.select_conversation); a conversation with a bad
+    row, a third speaker or speakers sharing a channel is skipped with its problems."""
+    by_conversation: dict[str | None, list[Segment]] = {}
+    skipped: dict[str | None, list[str]] = {}
+    for conversation, message in table.problems:
+        skipped.setdefault(conversation, []).append(message)
+    for s in table.segments:
+        by_conversation.setdefault(s.conversation_id, []).append(s)
+    planned: dict[str, list[Dialogue]] = {}
+    for conversation, segments in by_conversation.items():
+        if conversation in skipped:
+            continue
+        try:
+            _check_sources(segments)
+            planned[conversation] = select_conversation(
+                segments, turn_rule=turn_rule, max_context_segments=max_context_segments,
+                min_answer_seconds=min_answer_seconds, backchannel_max=backchannel_max,
+            )
+        except ManifestError as error:
+            skipped[conversation] = [str(error)]
+    return SelectionPlan(planned, by_conversation, skipped)
+
+
 def select_dialogues(
     segments_path: str | os.PathLike,
     out_dir: str | os.PathLike,
     *,
-    max_context_segments: int = 5,
+    turn_rule: TurnRule = RELEASED,
+    max_context_segments: int = 4,
     min_answer_seconds: float = 1.0,
-    max_turn_gap: float = 0.5,
     backchannel_max: float = 0.5,
+    mask_answer_overlap: bool = False,
     sample_rate: int = 16000,
     overwrite: bool = False,
     errors: Literal["skip", "raise"] = "skip",
@@ -171,30 +227,15 @@ def select_dialogues(
     selection holding nothing sdscore did not write.
     Audio is read once per conversation, and only for conversations with dialogues.
     """
-    settings = _check_settings(max_context_segments, min_answer_seconds, max_turn_gap, backchannel_max, errors)
+    settings = _check_settings(turn_rule, max_context_segments, min_answer_seconds, backchannel_max,
+                               mask_answer_overlap, errors)
     sample_rate = check_target_rate(sample_rate)
     out = Path(out_dir)
     check_replaceable_folder(out, overwrite, "the output folder")
     table = read_segments(segments_path)
-
-    by_conversation: dict[str | None, list[Segment]] = {}
-    skipped: dict[str | None, list[str]] = {}
-    for conversation, message in table.problems:
-        skipped.setdefault(conversation, []).append(message)
-    for s in table.segments:
-        by_conversation.setdefault(s.conversation_id, []).append(s)
-    planned: dict[str, list[Dialogue]] = {}
-    for conversation, segments in by_conversation.items():
-        if conversation in skipped:
-            continue
-        try:
-            _check_sources(segments)
-            turns = merge_turns(segments, max_turn_gap=max_turn_gap, backchannel_max=backchannel_max)
-            planned[conversation] = find_dialogues(
-                turns, max_context_segments=max_context_segments, min_answer_seconds=min_answer_seconds
-            )
-        except ManifestError as error:
-            skipped[conversation] = [str(error)]
+    plan = plan_dialogues(table, turn_rule=turn_rule, max_context_segments=max_context_segments,
+                          min_answer_seconds=min_answer_seconds, backchannel_max=backchannel_max)
+    planned, by_conversation, skipped = plan.dialogues, plan.segments, plan.skipped
     if errors == "raise" and skipped:
         raise ManifestError(next(iter(skipped.values()))[0])
 
@@ -214,7 +255,8 @@ def _export_selection(planned, by_conversation, skipped, table, settings, sample
 
     def export(job):
         try:
-            return _export_conversation(job[1], by_conversation[job[0]], stage, sample_rate), None
+            return _export_conversation(job[1], by_conversation[job[0]], stage, sample_rate,
+                                        settings["mask_answer_overlap"]), None
         except SdscoreError as error:
             return [], error
 
@@ -252,18 +294,24 @@ def _export_selection(planned, by_conversation, skipped, table, settings, sample
     return summary
 
 
-def _check_settings(max_context_segments, min_answer_seconds, max_turn_gap, backchannel_max, errors) -> dict:
+def _check_settings(turn_rule, max_context_segments, min_answer_seconds, backchannel_max, mask_answer_overlap,
+                    errors) -> dict:
     """The settings as a dict; ValueError naming the first one out of range."""
+    if turn_rule not in TURN_RULES:
+        raise ValueError(f"turn_rule must be one of {', '.join(TURN_RULES)}, got {turn_rule!r}")
     if not isinstance(max_context_segments, int) or isinstance(max_context_segments, bool) \
             or max_context_segments < 1:
         raise ValueError(f"max_context_segments must be an integer >= 1, got {max_context_segments!r}")
-    named = {"min_answer_seconds": min_answer_seconds, "max_turn_gap": max_turn_gap, "backchannel_max": backchannel_max}
+    named = {"min_answer_seconds": min_answer_seconds, "backchannel_max": backchannel_max}
     for name, value in named.items():
         if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise ValueError(f"{name} must be a non-negative number of seconds, got {value!r}")
+    if not isinstance(mask_answer_overlap, bool):
+        raise ValueError(f"mask_answer_overlap must be True or False, got {mask_answer_overlap!r}")
     if errors not in ("skip", "raise"):
         raise ValueError(f"errors must be 'skip' or 'raise', got {errors!r}")
-    return {"max_context_segments": int(max_context_segments), **{k: float(v) for k, v in named.items()}}
+    return {"turn_rule": turn_rule, "max_context_segments": int(max_context_segments),
+            **{k: float(v) for k, v in named.items()}, "mask_answer_overlap": mask_answer_overlap}
 
 
 def _check_sources(segments: list[Segment]) -> None:
@@ -289,33 +337,40 @@ def _source(s: Segment) -> str:
     return repr(s.audio_path) + ("" if s.channel is None else f" channel {s.channel}")
 
 
-def _export_conversation(dialogues: list[Dialogue], segments: list[Segment], out: Path, sr: int) -> list[dict]:
+def _export_conversation(dialogues: list[Dialogue], segments: list[Segment], out: Path, sr: int,
+                         mask_answer_overlap: bool) -> list[dict]:
     """Load the conversation's two channels once, write every dialogue's clips, return metadata rows."""
     channels = _load_channels(segments, sr)
     rows = []
     for d in dialogues:
-        asker, answerer = d.question.speaker, d.answer.speaker
-        s0, qe = _sample(d.context_start, sr), _sample(d.question.end, sr)
-        ce, a0, ae = min(_sample(d.context_end, sr), qe), _sample(d.answer.start, sr), _sample(d.answer.end, sr)
-        mix = _span(channels[asker], s0, qe) + _span(channels[answerer], s0, min(qe, a0), qe - s0)
-        peak = float(np.max(np.abs(mix))) if mix.size else 0.0
-        question = mix / peak if peak > 1.0 else mix
-        answer = _span(channels[answerer], a0, ae)
+        spk1, spk2 = d.speakers
+        s0, qe = _sample(d.start, sr), _sample(d.question.end, sr)
+        a0, ae = _sample(d.answer.start, sr), _sample(d.answer_end, sr)
+        question = np.stack([_span(channels[spk1], s0, qe), _span(channels[spk2], s0, qe)], axis=1)
+        if mask_answer_overlap:
+            question[max(0, a0 - s0):, d.speakers.index(d.answerer)] = 0.0
+        answer = _span(channels[d.answerer], a0, ae)
         end = max(ae, qe)
-        dialogue = np.stack([_span(channels[asker], s0, end), _span(channels[answerer], s0, end)], axis=1)
+        dialogue = np.stack([_span(channels[d.asker], s0, end), _span(channels[d.answerer], s0, end)], axis=1)
         name = _file_name(d.item_id)
         paths = {kind: f"{folder}/{name}.wav" for kind, folder in CLIP_FOLDERS.items()}
         for kind, samples in (("question", question), ("answer", answer), ("dialogue", dialogue)):
             _write_wav(out / paths[kind], samples, sr)
         rows.append({
             "audio_path": paths["question"], "answer_audio_path": paths["answer"],
-            "context_end_time": (ce - s0) / sr, "question_end_time": (qe - s0) / sr,
-            "answer_duration": (ae - a0) / sr, "speakers": f"{asker},{answerer}",
-            "conversation_id": d.conversation_id, "transcript_question": d.question.text,
-            "transcript_answer": d.answer.text, "answer_start_time": (a0 - qe) / sr,
+            "context_end_time": (_sample(d.context_end, sr) - s0) / sr, "question_end_time": (qe - s0) / sr,
+            "answer_duration": (ae - a0) / sr, "speakers": f"{spk1}|{spk2}",
+            "conversation_id": d.conversation_id,
+            "transcript_question": tagged_transcript((*d.context, *d.question.segments)),
+            "transcript_answer": tagged_transcript(d.answer.segments), "answer_start_time": (a0 - qe) / sr,
             "finish_reason": "stop", "item_id": d.item_id, "dialogue_path": paths["dialogue"],
         })
     return rows
+
+
+def tagged_transcript(segments) -> str:
+    """Utterances as the authors' metadata writes them: "speaker: text", joined by spaces."""
+    return " ".join(f"{s.speaker}: {s.text}" for s in segments)
 
 
 def _load_channels(segments: list[Segment], sr: int) -> dict[str, np.ndarray]:
@@ -412,5 +467,6 @@ def _write_metadata(path: Path, rows: list[dict]) -> None:
         frame.write_csv(temp)
 
 
-__all__ = ["Dialogue", "Segment", "SegmentTable", "Turn", "find_dialogues", "merge_turns",
-           "read_segments", "select_dialogues"]
+__all__ = ["TURN_RULES", "Dialogue", "Segment", "SegmentTable", "SelectionPlan", "Turn", "find_dialogues",
+           "merge_turns", "plan_dialogues", "read_segments", "released_dialogues", "select_conversation",
+           "select_dialogues", "tagged_transcript"]
