@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import multiprocessing
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -32,12 +34,15 @@ ENGINE = Path(__file__).resolve().parents[1] / "engine" / "sdscore"
 
 @pytest.fixture
 def machine(monkeypatch):
-    """A machine of `n` cores (os.sched_getaffinity patched), no budget from the environment."""
+    """A machine of `n` cores (os.sched_getaffinity patched) and a cgroup CPU quota of `quota`
+    cores (default none), no budget from the environment."""
     monkeypatch.delenv(compute_budget.CORES_ENV, raising=False)
     monkeypatch.delenv(compute_budget.POOL_MEMBER_ENV, raising=False)
+    monkeypatch.setattr(compute_budget, "quota_cores", lambda: None)
 
-    def of(n: int) -> None:
+    def of(n: int, quota: int | None = None) -> None:
         monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(n)), raising=False)
+        monkeypatch.setattr(compute_budget, "quota_cores", lambda: quota)
 
     return of
 
@@ -294,3 +299,178 @@ def test_only_the_compute_budget_asks_the_machine_for_its_cores():
         for line in _machine_queries(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             offenders.append(f"{path.relative_to(ENGINE.parent)}:{line}")
     assert offenders == [], "use sdscore.runtime.compute_budget.cores() instead"
+
+
+# ---- the cgroup CPU quota (sdscore.runtime.cgroup_quota) --------------------------------------------
+
+def _cgroup(tmp_path, membership: str, files: dict[str, str]) -> tuple[Path, Path]:
+    """A fake cgroup root under tmp_path with `files` (relative path: text) and a membership file."""
+    root = tmp_path / "cgroup"
+    root.mkdir()
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    (tmp_path / "self-cgroup").write_text(membership)
+    return root, tmp_path / "self-cgroup"
+
+
+@pytest.mark.parametrize(("cpu_max", "expected"), [
+    ("200000 100000\n", 2), ("150000 100000\n", 2), ("50000 100000\n", 1), ("100000 100000", 1),
+    ("max 100000\n", None), ("max\n", None),
+])
+def test_a_v2_quota_is_ceil_quota_over_period(tmp_path, cpu_max, expected):
+    from sdscore.runtime.cgroup_quota import quota_cores
+
+    root, membership = _cgroup(tmp_path, "0::/\n", {"cpu.max": cpu_max})
+    assert quota_cores(root, membership) == expected
+
+
+def test_the_tightest_quota_on_the_path_up_to_the_root_counts(tmp_path):
+    from sdscore.runtime.cgroup_quota import quota_cores
+
+    root, membership = _cgroup(tmp_path, "0::/kubepods/pod1/box\n", {
+        "kubepods/pod1/box/cpu.max": "400000 100000\n", "kubepods/pod1/cpu.max": "300000 100000\n",
+        "kubepods/cpu.max": "max 100000\n"})
+    assert quota_cores(root, membership) == 3
+
+
+def test_a_host_path_missing_from_the_containers_mount_finds_the_mounts_own_quota(tmp_path):
+    """Without a cgroup namespace /proc/self/cgroup names the host's path; the container's mount is its own cgroup."""
+    from sdscore.runtime.cgroup_quota import quota_cores
+
+    root, membership = _cgroup(tmp_path, "0::/system.slice/docker-abc.scope\n", {"cpu.max": "100000 100000\n"})
+    assert quota_cores(root, membership) == 1
+
+
+@pytest.mark.parametrize(("mount", "quota", "period", "expected"), [
+    ("cpu,cpuacct", "250000\n", "100000\n", 3), ("cpu,cpuacct", "-1\n", "100000\n", None),
+    ("cpu", "50000\n", "100000\n", 1),
+])
+def test_a_v1_quota_is_read_from_the_cpu_controller(tmp_path, mount, quota, period, expected):
+    from sdscore.runtime.cgroup_quota import quota_cores
+
+    root, membership = _cgroup(tmp_path, "5:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n0::/\n", {
+        f"{mount}/docker/abc/cpu.cfs_quota_us": quota, f"{mount}/docker/abc/cpu.cfs_period_us": period,
+        "memory/docker/abc/cpu.cfs_quota_us": "100000\n", "memory/docker/abc/cpu.cfs_period_us": "100000\n"})
+    assert quota_cores(root, membership) == expected
+
+
+def test_a_hybrid_machine_takes_v1_quota_and_the_tighter_of_both(tmp_path):
+    from sdscore.runtime.cgroup_quota import quota_cores
+
+    files = {"cpu/cpu.cfs_quota_us": "400000\n", "cpu/cpu.cfs_period_us": "100000\n"}
+    root, membership = _cgroup(tmp_path, "1:cpu:/\n0::/\n", files)  # no cpu.max on the v1 tmpfs root
+    assert quota_cores(root, membership) == 4
+    (root / "cpu.max").write_text("200000 100000\n")
+    assert quota_cores(root, membership) == 2
+
+
+def test_no_cgroups_is_no_quota(tmp_path):
+    from sdscore.runtime.cgroup_quota import quota_cores
+
+    assert quota_cores(tmp_path / "nowhere", tmp_path / "no-self-cgroup") is None
+    root, membership = _cgroup(tmp_path, "0::/\n", {})
+    assert quota_cores(root, membership) is None  # a v2 root cgroup has no cpu.max
+    (tmp_path / "garbled").write_text("no colons here\n\n")
+    assert quota_cores(root, tmp_path / "garbled") is None
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    (b"lots 100000\n", r"the quota 'lots' is not a whole number"),
+    (b"100000 0\n", r"the period 0 is not positive"),
+    (b"0 100000\n", r"the quota is 0"),
+    (b"-5 100000\n", r"the quota -5 is negative"),
+    (b"\n", r"expected 'QUOTA PERIOD', got ''"),
+    (b"1 2 3\n", r"expected 'QUOTA PERIOD', got '1 2 3'"),
+    (b"200000\n", r"expected 'QUOTA PERIOD', got '200000'"),
+    (b"max soon\n", r"the period 'soon' is not a whole number"),
+    (b"\xff\xfe", r"'ascii' codec can't decode"),
+    (None, r"\[Errno 21\] Is a directory"),  # a folder where the file should be
+])
+def test_a_malformed_v2_quota_is_ignored_with_a_warning(tmp_path, content, problem):
+    from sdscore.runtime.cgroup_quota import quota_cores
+
+    root, membership = _cgroup(tmp_path, "0::/\n", {})
+    if content is None:
+        (root / "cpu.max").mkdir()
+    else:
+        (root / "cpu.max").write_bytes(content)
+    with pytest.warns(RuntimeWarning, match=rf"sdscore: ignoring the CPU quota in {re.escape(str(root))}/cpu\.max: {problem}"):
+        assert quota_cores(root, membership) is None
+
+
+@pytest.mark.parametrize(("quota", "period", "problem"), [
+    ("abc\n", "100000\n", r"the quota 'abc' is not a whole number"),
+    ("100000\n", "0\n", r"the period 0 is not positive"),
+    ("100000\n", None, r"a quota of 100000 but no .*cpu\.cfs_period_us"),
+])
+def test_a_malformed_v1_quota_is_ignored_with_a_warning_and_the_next_one_up_counts(tmp_path, quota, period, problem):
+    from sdscore.runtime.cgroup_quota import quota_cores
+
+    files = {"cpu/box/cpu.cfs_quota_us": quota, "cpu/cpu.cfs_quota_us": "300000\n", "cpu/cpu.cfs_period_us": "100000\n"}
+    if period is not None:
+        files["cpu/box/cpu.cfs_period_us"] = period
+    root, membership = _cgroup(tmp_path, "3:cpu:/box\n", files)
+    with pytest.warns(RuntimeWarning, match=rf"ignoring the CPU quota in {re.escape(str(root / 'cpu' / 'box'))}/cpu\.cfs_quota_us: {problem}"):
+        assert quota_cores(root, membership) == 3
+
+
+def test_an_unreadable_membership_file_is_no_quota_with_a_warning(tmp_path):
+    from sdscore.runtime.cgroup_quota import quota_cores
+
+    (tmp_path / "self-cgroup").mkdir()
+    with pytest.warns(RuntimeWarning, match=r"sdscore: no CPU quota read: cannot read .*self-cgroup \(\[Errno 21\] Is a directory"):
+        assert quota_cores(tmp_path, tmp_path / "self-cgroup") is None
+
+
+def test_the_quota_caps_the_machines_cores_and_the_budget(machine, monkeypatch):
+    machine(8, quota=3)
+    assert (compute_budget.machine_cores(), cores()) == (3, 3)
+    assert library_threads() == 3  # a library would size its pool to the 8 cores it sees
+    machine(2, quota=6)  # the affinity is tighter
+    assert cores() == 2 and library_threads() == 0
+    machine(8, quota=3)
+    monkeypatch.setenv("SDSCORE_CORES", "5")  # a parent's (or the user's) word is kept
+    assert cores() == 5
+
+
+def test_the_quota_is_read_once_per_process(monkeypatch):
+    from sdscore.runtime import cgroup_quota
+
+    reads = []
+    monkeypatch.setattr(cgroup_quota, "quota_cores", lambda: reads.append(1) or 2)
+    compute_budget.quota_cores.cache_clear()
+    try:
+        assert [compute_budget.quota_cores() for _ in range(3)] == [2, 2, 2] and len(reads) == 1
+        assert compute_budget.machine_cores() == min(2, compute_budget.affinity_cores())
+    finally:
+        compute_budget.quota_cores.cache_clear()  # the real quota is read again next time
+
+
+# ---- OpenMP waiting: set by `import sdscore`, before torch loads libgomp ---------------------------
+
+_WAITING_PROBE = "import os, sdscore, torch; torch.ones(4).sum(); print(os.environ['OMP_WAIT_POLICY'])"
+
+
+def _openmp_settings(env: dict[str, str]) -> subprocess.CompletedProcess:
+    """A fresh interpreter that imports sdscore then torch, with libgomp printing its settings."""
+    pytest.importorskip("torch")
+    clean = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    return subprocess.run([sys.executable, "-c", _WAITING_PROBE], env={**clean, "OMP_DISPLAY_ENV": "VERBOSE", **env},
+                          capture_output=True, text=True, timeout=120, check=True)
+
+
+def test_importing_sdscore_makes_torchs_openmp_threads_wait_passively():
+    done = _openmp_settings({})
+    assert done.stdout.strip() == "PASSIVE"
+    if "OMP_WAIT_POLICY" not in done.stderr:
+        pytest.skip("torch's OpenMP runtime does not print its settings (not libgomp)")
+    assert "OMP_WAIT_POLICY = 'PASSIVE'" in done.stderr and "GOMP_SPINCOUNT = '0'" in done.stderr  # no spinning
+
+
+def test_a_users_own_wait_policy_is_kept():
+    done = _openmp_settings({"OMP_WAIT_POLICY": "ACTIVE"})
+    assert done.stdout.strip() == "ACTIVE"
+    if "OMP_WAIT_POLICY" not in done.stderr:
+        pytest.skip("torch's OpenMP runtime does not print its settings (not libgomp)")
+    assert "OMP_WAIT_POLICY = 'ACTIVE'" in done.stderr and "GOMP_SPINCOUNT = '0'" not in done.stderr

@@ -1,5 +1,7 @@
 """sdscore — a batch scoring engine for spoken-dialogue and speech-to-speech evaluation."""
 
+import os as _os
+
 from sdscore.errors import (
     AudioError,
     JudgeError,
@@ -7,6 +9,15 @@ from sdscore.errors import (
     ModelError,
     SdscoreError,
 )
+
+#: OpenMP threads that wait for work sleep instead of spinning: torch's team (and the compiled
+#: core's parallel loops, which run on it) keeps its speed when other processes share the cores
+#: (spinning waiters hold a core a co-tenant needs and lose it when the next op starts: 10x and
+#: more slower on a busy machine). Read when torch loads libgomp, so set here, before any sdscore
+#: module can import torch; worker processes inherit it. A value the user set (ACTIVE, to spin on a
+#: dedicated machine) is kept. See sdscore.runtime.compute_budget.
+_OPENMP_WAIT_POLICY = ("OMP_WAIT_POLICY", "PASSIVE")
+_os.environ.setdefault(*_OPENMP_WAIT_POLICY)
 
 __version__ = "0.1.0"
 

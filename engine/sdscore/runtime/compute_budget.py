@@ -6,7 +6,9 @@ and no more, and no pool nests inside another:
 - ``cores()`` — the cores this process may use (>= 1). In order: a scope set in this process
   (``budget(n)``, what an executor or a test gives), else the environment variable
   ``SDSCORE_CORES`` (what a parent gives its worker processes, or what a user sets to cap a whole
-  run), else the machine's cores (the CPU affinity where the platform has one, else the CPU count).
+  run), else the machine's cores: the CPU affinity where the platform has one (else the CPU
+  count), and no more than the CPU quota of the process's cgroup (a container's `--cpus`, a
+  Kubernetes CPU limit: ``sdscore.runtime.cgroup_quota``), read once per process.
 - ``in_pool()`` — True inside a worker of a process pool (an executor's worker, a feature
   process): a process pool asked for there runs in-process instead (``process_pool_size`` is 1).
 - ``become_worker(n)`` — what a pool's worker initializer calls: it records its share ``n`` and
@@ -14,17 +16,24 @@ and no more, and no pool nests inside another:
   threads (OpenMP/MKL/OpenBLAS/polars, and torch if loaded) to ``n``.
 - ``torch_threads_within(n)`` — torch's threads capped at `n` for a block of the caller's process.
 - ``library_threads()`` — the size of a library's own thread pool (onnxruntime): its default
-  with the whole machine, else ``cores()``.
+  while this process may use every core the library sees, else ``cores()``.
 - ``share(workers)`` — each of `workers` workers' share of ``cores()``: cores // workers, min 1.
 - ``thread_pool_size(requested, items)`` / ``process_pool_size(requested, items)`` — a pool's
   size: the caller's explicit request, else ``cores()``; never more than `items`; a process pool
   inside a pool is 1 (in-process).
 
-This module imports nothing from sdscore but the leaf ``sdscore.errors``, so any layer may use it.
+Shared cores: ``import sdscore`` sets ``OMP_WAIT_POLICY=PASSIVE`` unless the user set it (before
+torch can load libgomp), so the OpenMP threads of torch and of the compiled core sleep while they
+wait for work instead of spinning. Spinning waiters win on an idle machine and collapse when other
+processes share the cores (bench/cotenancy.py measures both).
+
+This module imports nothing from sdscore but the leaves ``sdscore.errors`` and
+``sdscore.runtime.cgroup_quota``, so any layer may use it.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -32,6 +41,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sdscore.errors import SdscoreError
+from sdscore.runtime import cgroup_quota
 
 #: The environment variable a parent sets for its worker processes (or a user, to cap a run).
 CORES_ENV = "SDSCORE_CORES"
@@ -49,11 +59,23 @@ _lock = threading.Lock()
 _scope: list[list] = []  # (cores, pool member) scopes set in this process, innermost last
 
 
-def machine_cores() -> int:
-    """The cores the operating system lets this process run on."""
+def affinity_cores() -> int:
+    """The cores the operating system lets this process run on (what libraries size their pools to)."""
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return max(1, os.cpu_count() or 1)
+
+
+@functools.cache
+def quota_cores() -> int | None:
+    """The cores this process's cgroup CPU quota allows (None: no quota), read once per process."""
+    return cgroup_quota.quota_cores()
+
+
+def machine_cores() -> int:
+    """The cores this process may really use: its CPU affinity, capped by its cgroup's CPU quota."""
+    quota = quota_cores()
+    return affinity_cores() if quota is None else min(affinity_cores(), quota)
 
 
 def _positive(value, what: str) -> int:
@@ -85,9 +107,10 @@ def in_pool() -> bool:
 
 def library_threads() -> int:
     """The thread count to give a library's own pool (onnxruntime's intra_op_num_threads): 0 — the
-    library's default — while this process has the whole machine, else ``cores()``."""
+    library's default, one thread per core it sees — while this process may use all of those
+    cores, else ``cores()`` (a smaller budget, or a cgroup quota the library does not read)."""
     n = cores()
-    return 0 if n >= machine_cores() else n
+    return 0 if n >= affinity_cores() else n
 
 
 def share(workers: int, total: int | None = None) -> int:
