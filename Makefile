@@ -29,7 +29,7 @@ system-deps:
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $$missing; \
 	fi
 
-$(STAMP): $(NATIVE_SOURCES) Makefile tests/requirements-verl.txt | system-deps
+$(STAMP): $(NATIVE_SOURCES) Makefile tests/requirements-verl.txt tests/requirements-openrlhf.txt | system-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# the local CPU build of torch first, so nothing pulls a CUDA build; never torchaudio
@@ -39,6 +39,9 @@ $(STAMP): $(NATIVE_SOURCES) Makefile tests/requirements-verl.txt | system-deps
 	# verl's reward loop for tests/test_verl_http.py, without verl's own requirements (they pin
 	# transformers<5.11 and pull its training stack): the modules that loop imports, pinned
 	$(PIP) install -q --no-deps -r tests/requirements-verl.txt
+	# OpenRLHF's remote-RM client and agent path for tests/test_openrlhf.py, without its training and
+	# rollout stack (it pins transformers and pulls deepspeed, flash-attn, ray, vllm)
+	$(PIP) install -q --no-deps -r tests/requirements-openrlhf.txt
 	$(PY) -c "import sdscore._native"
 	rm -f $(VENV)/.sdscore-installed-*
 	touch $@

@@ -125,7 +125,8 @@ def test_get_reward_in_openrlhf_format(scorer, clips):
         r = client.post("/get_reward", json=body)
     assert r.status_code == 200, r.text
     reply = r.json()
-    assert set(reply) == {"rewards", "scores", "extra_logs"} and reply["rewards"] == reply["scores"]
+    assert set(reply) == {"rewards", "scores", "extra_logs", "errors"} and reply["rewards"] == reply["scores"]
+    assert reply["errors"] == [None] * 3
     from sdscore.rl.episode_specs import audio_from_spec
 
     a16 = audio_from_spec({"bytes": wav_bytes(a)}, SR, "a")

@@ -21,19 +21,13 @@ import asyncio
 import base64
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 
-import httpx
 import numpy as np
 import pytest
 import soundfile as sf
@@ -46,6 +40,7 @@ from sdscore.rl.verl_http import client_config, compute_score, compute_score_syn
 from sdscore.rl.verl_samples import EXTRA_INFO_KEYS, VerlConfigError
 
 from rl_episodes import SR, compact_scorer, wav_bytes, wave
+from serve_process import free_port, serve_process
 
 pytest.importorskip("uvicorn")
 pytest.importorskip("fastapi")
@@ -54,45 +49,18 @@ TOKEN_ENV = "SDSCORE_TEST_VERL_TOKEN"
 ERROR_REWARD = -4.5
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """`sdscore serve` on a free port, with a token and one folder where paths are allowed."""
     folder = tmp_path_factory.mktemp("allowed")
-    port = _free_port()
-    env = dict(os.environ, **{TOKEN_ENV: "verl-test-token"})
-    proc = subprocess.Popen([sys.executable, "-m", "sdscore.cli", "serve", "--port", str(port), "--device", "cpu",
-                             "--max-wait-ms", "2", "--allow-paths", str(folder), "--token-env", TOKEN_ENV,
-                             "--log-level", "warning"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and proc.poll() is None:
+    with serve_process(["--allow-paths", str(folder), "--token-env", TOKEN_ENV],
+                       env={TOKEN_ENV: "verl-test-token"}) as url:
+        os.environ[TOKEN_ENV] = "verl-test-token"
         try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail(f"sdscore serve did not come up: {proc.communicate(timeout=10)[0][-2000:]}")
-    os.environ[TOKEN_ENV] = "verl-test-token"
-    try:
-        yield SimpleNamespace(url=url, folder=folder)
-    finally:
-        os.environ.pop(TOKEN_ENV, None)
-        serve_client.close_clients()
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+            yield SimpleNamespace(url=url, folder=folder)
+        finally:
+            os.environ.pop(TOKEN_ENV, None)
+            serve_client.close_clients()
 
 
 @pytest.fixture(scope="module")
@@ -239,7 +207,7 @@ def test_one_connection_pool_per_process_and_per_loop(server, samples):
 
 
 def test_a_server_that_cannot_be_used_raises_naming_its_url(server):
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     with pytest.raises(RewardServerError, match=rf"sdscore serve at http://127.0.0.1:{port}: cannot connect .*2 tries"):
         compute_score_sync("speech", "x", None, {"prompt": "hi"}, url=f"http://127.0.0.1:{port}", retries=1)
     with pytest.raises(RewardServerError, match="refused the bearer token"):

@@ -12,6 +12,7 @@ from sdscore.cli.console import console
 def _cmd_serve(args: argparse.Namespace) -> int:
     from sdscore.rl.audio_paths import AudioPathPolicy
     from sdscore.rl.batcher import RewardBatcher
+    from sdscore.rl.openrlhf_format import DEFAULT_STRIP_TOKENS, RewardFormat, policy_special_tokens
     from sdscore.rl.server import ServerLimits, serve
     from sdscore.runtime.reward.episode_scorer import RewardScorer
 
@@ -22,6 +23,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                           body_timeout_s=args.body_timeout_s, idle_timeout_s=args.idle_timeout_s,
                           max_connections=args.max_connections)
     AudioPathPolicy.allowing(limits.allow_paths)
+    strip = tuple(args.strip_tokens or ())
+    if args.policy_tokenizer is not None:
+        strip += policy_special_tokens(args.policy_tokenizer)
+    reward_format = RewardFormat(strip_tokens=strip or DEFAULT_STRIP_TOKENS, score_transform=args.score_transform,
+                                 score_range=tuple(args.score_range) if args.score_range else None)
     if args.host not in ("127.0.0.1", "localhost", "::1") and token is None:
         console.print(f"[yellow]warning:[/yellow] listening on {args.host} without a token "
                       f"(set ${args.token_env} to require one)")
@@ -39,7 +45,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
              else "no server-local audio paths")
     console.print(f"serving {args.model} on http://{args.host}:{args.port} ({auth}; {paths}; "
                   f"max batch {args.max_batch}, max wait {args.max_wait_ms:g} ms)")
-    if not serve(batcher, host=args.host, port=args.port, token=token, limits=limits, log_level=args.log_level):
+    if not serve(batcher, host=args.host, port=args.port, token=token, limits=limits, log_level=args.log_level,
+                 reward_format=reward_format):
         console.print(f"[red]error:[/red] the server could not start on {args.host}:{args.port} (see the log above)")
         return 2
     return 0
@@ -84,7 +91,21 @@ def add_serve_parser(sub) -> None:
     serve.add_argument("--max-connections", type=int, default=1024,
                        help="connections open at once; more are closed as they arrive (default 1024)")
     serve.add_argument("--error-reward", type=float,
-                       help="/get_reward: the reward of a sample that cannot be scored (default: answer 422)")
+                       help="/get_reward: the reward of a sample that cannot be scored, answered with 200 and "
+                            "the reason (default: answer 422)")
+    serve.add_argument("--policy-tokenizer", type=Path, metavar="DIR",
+                       help="/get_reward: strip the special tokens of the policy's tokenizer in DIR (a local "
+                            "folder) from queries and prompts")
+    serve.add_argument("--strip-tokens", action="append", metavar="TOKEN",
+                       help="/get_reward: strip TOKEN from queries and prompts; repeatable. Default, without "
+                            "this or --policy-tokenizer: the EOS, padding and chat-template tokens of common "
+                            "policies (</s>, <|im_end|>, <|eot_id|>, ...)")
+    serve.add_argument("--score-transform", default="none", choices=["none", "sigmoid", "minmax"],
+                       help="/get_reward: what 'scores' (OpenRLHF's dynamic-filter input) holds: the rewards "
+                            "(none, the default), 1/(1+e^-reward) (sigmoid) or the reward's place in "
+                            "--score-range clipped to 0..1 (minmax); 'rewards' stay raw")
+    serve.add_argument("--score-range", type=float, nargs=2, metavar=("LOW", "HIGH"),
+                       help="/get_reward: the reward range --score-transform minmax maps to 0..1")
     serve.add_argument("--backend", default="auto", choices=["auto", "torch", "onnxruntime", "tensorrt"])
     serve.add_argument("--device", default="auto")
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])

@@ -8,6 +8,9 @@
   (rl/verl_adapter.py; the model loads in every verl reward worker).
 - `create_app` / `serve` — `sdscore serve`: `/score`, OpenRLHF's `/get_reward`, `/healthz`,
   `/metrics` (rl/server.py).
+- OpenRLHF: ``--reward.remote_url http://HOST:8000/get_reward`` (what a sample means there:
+  rl/openrlhf_format.py), or an agent that scores the policy's generated speech through the server
+  (``--train.agent_func_path`` = rl/openrlhf_agent.py, or a file subclassing its `SpeechRewardAgent`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""A client of `sdscore serve`'s ``POST /score`` for reward functions that run in many workers.
+"""A client of `sdscore serve`'s ``POST /score`` (and ``POST /get_reward``) for reward functions
+that run in many workers.
 
 One connection pool per process (sync, thread-safe) and one per event loop (async), kept alive
 between calls (httpx keeps idle connections 5 s, under the server's 15 s idle timeout); rebuilt
@@ -49,6 +50,10 @@ class ServeClientConfig:
     @property
     def score_url(self) -> str:
         return self.url.rstrip("/") + "/score"
+
+    @property
+    def reward_url(self) -> str:
+        return self.url.rstrip("/") + "/get_reward"
 
     def client_options(self) -> dict:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
@@ -122,16 +127,25 @@ def score_episode(config: ServeClientConfig, episode: dict) -> tuple[float | Non
 
 async def ascore_episode(config: ServeClientConfig, episode: dict) -> tuple[float | None, str | None]:
     """One episode's ``(score, None)`` or ``(None, reason)`` from the server (on the running loop)."""
+    return await _apost(config, config.score_url, {"episodes": [episode]}, _result)
+
+
+async def aget_reward(config: ServeClientConfig, body: dict) -> tuple[dict | None, str | None]:
+    """``POST /get_reward`` (OpenRLHF's format): ``(reply, None)``, or ``(None, reason)`` when the
+    server refused the request's samples (a server started without --error-reward answers 422)."""
+    return await _apost(config, config.reward_url, body, _reward_result)
+
+
+async def _apost(config: ServeClientConfig, url: str, body: dict, read):
     client = _async_client(config)
-    body = {"episodes": [episode]}
     attempt = 0
     while True:
         try:
             try:
-                response = await client.post(config.score_url, json=body)
+                response = await client.post(url, json=body)
             except httpx.TransportError as exc:
                 raise _Retry(_transport_problem(exc)) from None
-            return _result(config, response)
+            return read(config, response)
         except _Retry as retry:
             if attempt == config.retries:
                 raise _gave_up(config, retry, attempt + 1) from None
@@ -151,19 +165,39 @@ def _result(config: ServeClientConfig, response: httpx.Response) -> tuple[float 
         if error is None and not isinstance(score, (int, float)):
             raise RewardServerError(f"{config.score_url} answered a score of {score!r}")
         return (None, str(error)) if error is not None else (float(score), None)
-    message = _error_message(response)
+    return None, _refusal(config.score_url, response)
+
+
+def _reward_result(config: ServeClientConfig, response: httpx.Response) -> tuple[dict | None, str | None]:
+    if response.status_code == 200:
+        try:
+            reply = response.json()
+            ok = isinstance(reply, dict) and all(isinstance(reply.get(k), list) for k in ("rewards", "scores"))
+        except ValueError:
+            ok = False
+        if not ok:
+            raise RewardServerError(f"{config.reward_url} answered 200 but not with /get_reward's "
+                                    f"{{'rewards', 'scores', ...}}: {response.text[:200]!r}")
+        return reply, None
+    return None, _refusal(config.reward_url, response)
+
+
+def _refusal(url: str, response: httpx.Response) -> str:
+    """Why the server refused the request's episodes, or raise: another try may pass (`_Retry`), or
+    the server cannot be used (`RewardServerError`)."""
+    status, message = response.status_code, _error_message(response)
     if status in EPISODE_STATUSES:
-        return None, f"the server refused it ({status}): {message}"
+        return f"the server refused it ({status}): {message}"
     if status in RETRY_STATUSES:
         raise _Retry(f"answered {status} ({message})", _retry_after(response))
     if status == 401:
-        raise RewardServerError(f"{config.score_url} refused the bearer token (401): give the reward workers the "
-                                f"server's token in the variable named by reward_kwargs token_env "
-                                f"(default SDSCORE_SERVE_TOKEN)")
+        raise RewardServerError(f"{url} refused the bearer token (401): give the reward workers the "
+                                f"server's token in the variable named by the token_env setting "
+                                f"(verl's reward_kwargs, the OpenRLHF agent's attribute; default SDSCORE_SERVE_TOKEN)")
     if status in (404, 405):
-        raise RewardServerError(f"{config.score_url} answered {status}: is this sdscore serve? "
-                                f"(set SDSCORE_SERVE_URL or reward_kwargs url to its base URL)")
-    raise RewardServerError(f"{config.score_url} answered {status}: {message}")
+        raise RewardServerError(f"{url} answered {status}: is this sdscore serve? "
+                                f"(set SDSCORE_SERVE_URL, or the url setting, to its base URL)")
+    raise RewardServerError(f"{url} answered {status}: {message}")
 
 
 def _error_message(response: httpx.Response) -> str:
@@ -197,7 +231,7 @@ def _backoff(retry: _Retry, attempt: int) -> float:
 
 
 def _gave_up(config: ServeClientConfig, retry: _Retry, tries: int) -> RewardServerError:
-    hint = (": start `sdscore serve` there, or point SDSCORE_SERVE_URL / reward_kwargs url at it"
+    hint = (": start `sdscore serve` there, or point SDSCORE_SERVE_URL (or the url setting) at it"
             if retry.problem.startswith("cannot connect") else "")
     return RewardServerError(f"sdscore serve at {config.url}: {retry.problem}, {tries} "
                              f"{'try' if tries == 1 else 'tries'}{hint}")

@@ -10,13 +10,13 @@ Endpoints (JSON; errors are ``{"error": message}`` with a 4xx/5xx status):
   a path outside the allowed folders gets 403; an episode that fails while scoring gets null and
   its error (HTTP 200).
 - ``POST /get_reward`` — OpenRLHF's remote reward format: ``{"query": [str], "prompts"?: [str],
-  "labels"?: [...]}`` → ``{"rewards", "scores", "extra_logs"}``. Each query is prompt + response
-  text; the response is the query after its prompt. A label may be an object (or a JSON string)
-  with ``"audio"`` (the response's audio spec) and ``"context"`` (chat messages replacing the
-  prompt as context). OpenRLHF needs a number per sample: a sample that fails (while scoring, or
-  because its audio cannot be read or decoded) answers 422 naming it, unless the server was
-  started with an ``error_reward``: then that sample gets it, flagged in
-  ``extra_logs.sdscore_failed``.
+  "labels"?: [...]}`` → ``{"rewards", "scores", "extra_logs", "errors"}``; each query is prompt +
+  response text (special tokens stripped, a truncated prompt detected, labels carrying audio:
+  sdscore.rl.openrlhf_format). OpenRLHF needs a number per sample: a sample that fails (a query
+  that does not start with its prompt, audio that cannot be read or decoded, a bad label, a
+  scoring failure) answers 422 naming it, unless the server was started with an
+  ``error_reward``: then that sample gets it (200), flagged in ``extra_logs`` with its reason in
+  ``errors``.
 - ``GET /healthz`` (no token needed) and ``GET /metrics`` (Prometheus text format).
 
 Safety (clients are not trusted): binds 127.0.0.1 unless told otherwise; an optional bearer token
@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import math
 import os
 import signal
 import threading
@@ -66,6 +67,7 @@ from sdscore.rl.episode_specs import (
     episode_from_messages,
     episode_from_spec,
 )
+from sdscore.rl.openrlhf_format import PromptMismatch, RewardFormat, read_label, reward_reply, sample_messages
 from sdscore.runtime.compute_budget import cores
 
 log = logging.getLogger(__name__)
@@ -105,6 +107,9 @@ class ServerLimits:
             raise ServerConfigError(f"allow_paths takes a list of folders, got {self.allow_paths!r} "
                                     f"(no path is read unless its folder is listed)")
         object.__setattr__(self, "allow_paths", tuple(self.allow_paths))
+        if self.error_reward is not None and (isinstance(self.error_reward, bool) or not isinstance(
+                self.error_reward, (int, float)) or not math.isfinite(self.error_reward)):
+            raise ServerConfigError(f"error_reward must be a finite number, got {self.error_reward!r}")
         for name in ("request_timeout_s", "body_timeout_s", "idle_timeout_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
@@ -122,8 +127,9 @@ class HTTPProblem(Exception):
 
 
 def create_app(batcher: RewardBatcher, *, token: str | None = None, limits: ServerLimits = ServerLimits(),
-               close_batcher: bool = True):
-    """The ASGI app (FastAPI) over `batcher`; `close_batcher`: drain and close it at shutdown."""
+               close_batcher: bool = True, reward_format: RewardFormat = RewardFormat()):
+    """The ASGI app (FastAPI) over `batcher`; `close_batcher`: drain and close it at shutdown;
+    `reward_format`: how /get_reward reads queries and reports scores."""
     http_counts: Counter = Counter()
     sample_rate = int(batcher.scorer.model.sample_rate)
     max_seconds = float(getattr(batcher.scorer, "max_audio_seconds", 0.0) or 0.0)
@@ -198,17 +204,17 @@ def create_app(batcher: RewardBatcher, *, token: str | None = None, limits: Serv
         with batcher.arriving():
             body, size = await parsed_body(request)
             fields = _fields(body, required={"query"}, optional={"prompts", "labels"})
-            items = await decoded(size, _openrlhf_episodes, fields, sample_rate, audio_options, paths,
-                                  most_episodes, too_many, limits.max_json_depth, limits.error_reward is not None)
+            items, truncated = await decoded(size, _openrlhf_episodes, fields, sample_rate, audio_options, paths,
+                                             most_episodes, too_many, limits.max_json_depth,
+                                             limits.error_reward is not None, reward_format)
             future = _submit(batcher, items)
-        results = await _scored(future, limits.request_timeout_s)
-        failed = [f"query[{i}]: {e}" for i, (_, e) in enumerate(results) if e is not None]
+        results = [(s, e if e is None or e.startswith(f"query[{i}]") else f"query[{i}]: {e}")
+                   for i, (s, e) in enumerate(await _scored(future, limits.request_timeout_s))]
+        failed = [e for _, e in results if e is not None]
         if failed and limits.error_reward is None:
             raise HTTPProblem(422, f"{len(failed)} of {len(results)} samples could not be scored: "
                                    + "; ".join(failed[:5]))
-        rewards = [limits.error_reward if s is None else s for s, _ in results]
-        return {"rewards": rewards, "scores": rewards, "extra_logs": {"sdscore_failed": [float(e is not None)
-                                                                                         for _, e in results]}}
+        return reward_reply(results, truncated, limits.error_reward, reward_format)
 
     return app
 
@@ -336,10 +342,11 @@ def _with_allowed_paths(episode: Episode, paths: AudioPathPolicy, where: str) ->
 
 
 def _openrlhf_episodes(fields: dict, sample_rate: int, audio_options: dict, paths: AudioPathPolicy,
-                       most_episodes: int, too_many: str, max_depth: int,
-                       per_sample_errors: bool) -> list[Episode | str]:
-    """The episodes of a /get_reward request; with `per_sample_errors`, a sample whose audio or
-    label is bad becomes its error text (scored as failed) instead of failing the request."""
+                       most_episodes: int, too_many: str, max_depth: int, per_sample_errors: bool,
+                       reward_format: RewardFormat) -> tuple[list[Episode | str], list[bool]]:
+    """The episodes of a /get_reward request (sdscore.rl.openrlhf_format says what a sample means)
+    and which samples' prompts were cut; with `per_sample_errors`, a sample that cannot be an
+    episode becomes its error text (scored as failed) instead of failing the request."""
     queries = fields["query"]
     if not isinstance(queries, list) or not queries or not all(isinstance(q, str) for q in queries):
         raise HTTPProblem(422, "'query' must be a non-empty list of strings")
@@ -349,37 +356,25 @@ def _openrlhf_episodes(fields: dict, sample_rate: int, audio_options: dict, path
     for name, values in (("prompts", prompts), ("labels", labels)):
         if values is not None and (not isinstance(values, list) or len(values) != len(queries)):
             raise HTTPProblem(422, f"'{name}' must be a list as long as 'query' ({len(queries)})")
-    episodes = []
+    if prompts is not None and not all(p is None or isinstance(p, str) for p in prompts):
+        raise HTTPProblem(422, "'prompts' must be a list of strings (or nulls)")
+    episodes, truncated = [], []
     for i, query in enumerate(queries):
         where = f"query[{i}]"
-        prompt = prompts[i] if prompts is not None else None
-        label = labels[i] if labels is not None else None
+        cut = False
         try:
-            if isinstance(label, str) and label.lstrip().startswith("{"):
-                try:
-                    label = loads_bounded(label, max_depth, f"labels[{i}] JSON")
-                except JSONBodyError as exc:
-                    raise EpisodeSpecError(f"labels[{i}]: {exc}") from None
-            if label is not None and not isinstance(label, Mapping):
-                label = None  # a plain label (e.g. a reference answer) carries no audio or context
-            response = query[len(prompt):] if isinstance(prompt, str) and query.startswith(prompt) else query
-            context = (label or {}).get("context")
-            if context is None:
-                context = [] if not prompt else [{"role": "user", "content": prompt}]
-            reply: dict[str, Any] = {"role": "assistant", "content": response}
-            if (label or {}).get("audio") is not None:
-                reply["audio"] = label["audio"]
-            if not isinstance(context, list):
-                raise EpisodeSpecError(f"labels[{i}].context: expected a list of messages")
-            episode = episode_from_messages(list(context) + [reply], sample_rate, where, **audio_options)
+            label = read_label(labels[i] if labels is not None else None, f"labels[{i}]", max_depth)
+            messages = sample_messages(query, prompts[i] if prompts is not None else None, label, where, reward_format)
+            episode = episode_from_messages(messages, sample_rate, where, **audio_options)
             episodes.append(_with_allowed_paths(episode, paths, where))
         except (EpisodeSpecError, AudioPathRefused, AudioPathMissing) as exc:
-            if per_sample_errors:
-                http_log.info("/get_reward %s", exc)  # the operator's only record of why it got error_reward
-                episodes.append(str(exc))
-            else:
+            cut = isinstance(exc, PromptMismatch) and exc.truncated
+            if not per_sample_errors:
                 raise HTTPProblem(403 if isinstance(exc, AudioPathRefused) else 422, str(exc)) from None
-    return episodes
+            http_log.info("/get_reward %s", exc)  # the operator's record of why it got error_reward
+            episodes.append(str(exc) if str(exc).startswith(where) else f"{where}: {exc}")
+        truncated.append(cut)
+    return episodes, truncated
 
 
 def _submit(batcher: RewardBatcher, items: list[Episode | str]):
@@ -504,7 +499,8 @@ class _Stopper:
 
 
 def serve(batcher: RewardBatcher, *, host: str = "127.0.0.1", port: int = 8000, token: str | None = None,
-          limits: ServerLimits = ServerLimits(), log_level: str = "info") -> bool:
+          limits: ServerLimits = ServerLimits(), log_level: str = "info",
+          reward_format: RewardFormat = RewardFormat()) -> bool:
     """Run the server until SIGINT/SIGTERM; in-flight requests finish and the batcher drains.
 
     With a batcher made with worker="caller", HTTP runs on a thread and the batcher scores on this
@@ -512,7 +508,7 @@ def serve(batcher: RewardBatcher, *, host: str = "127.0.0.1", port: int = 8000, 
     could not start (e.g. the port is taken; uvicorn has logged why)."""
     import uvicorn
 
-    app = create_app(batcher, token=token, limits=limits)
+    app = create_app(batcher, token=token, limits=limits, reward_format=reward_format)
     _raise_open_file_limit(limits.max_connections)
     server = uvicorn.Server(server_config(app, host=host, port=port, limits=limits, log_level=log_level))
     if not batcher.owns_worker_loop:
