@@ -258,6 +258,11 @@ def test_openrlhf_remote_rm_client_scores_each_rollout_and_flags_the_bad_ones(se
     # OpenRLHF's dynamic filter (samples_generator.py, default range (0, 1)) reads scores: all inside
     assert all(0 < e.scores[0].item() < 1 for e in experiences)
     json.dumps([o["extra_logs"] for o in outputs])
+    # why the reasons are not in extra_logs: OpenRLHF makes a tensor of every value there
+    generator = openrlhf_modules.samples_generator.SamplesGenerator.__new__(
+        openrlhf_modules.samples_generator.SamplesGenerator)
+    with pytest.raises(ValueError, match="too many dimensions 'str'"):
+        generator._process_response_into_experience(dict(outputs[3], extra_logs={"reason": ["missing.wav"]}))
 
 
 def test_eos_and_chat_tokens_are_stripped_before_scoring(server, scorer, tokenizer):
