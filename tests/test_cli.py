@@ -72,7 +72,12 @@ def test_demo_writes_every_stage(corpus, tmp_path):
     naturalness = next(s for s in report["stages"] if s["protocol"] == "naturalness")
     assert "halfduplex-robot" in naturalness["table"] and "human" in naturalness["table"]
     metrics = json.loads((out / "naturalness" / "metrics.json").read_text())
-    assert metrics["systems"]["halfduplex-robot"]["interrupted_pct"]["value"] == 0.0  # it never starts early
+    robot = metrics["systems"]["halfduplex-robot"]
+    assert robot["interrupted_pct"]["value"] is None and robot["interrupted_pct"]["reason"].startswith("half-duplex")
+    assert metrics["half_duplex"] == ["halfduplex-robot"]
+    assert metrics["systems"]["human"]["interrupted_pct"]["value"] is not None
+    items = pl.read_parquet(out / "naturalness" / "results-items.parquet")
+    assert not items.filter(pl.col("system") == "halfduplex-robot")["interrupted"].any()  # it never starts early
 
 
 def test_bench_command_names_the_benchmarks(capsys):

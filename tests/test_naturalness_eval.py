@@ -20,12 +20,14 @@ from sdscore.metrics.naturalness import (
     pitch_variation,
     speaker_normalise,
 )
+from sdscore.cli import main
 from sdscore.protocols.naturalness.evaluation import (
     evaluate_files,
     evaluate_naturalness,
     format_table,
     speaker_normalised,
 )
+from sdscore.protocols.naturalness.latex_table import escape, format_latex
 from sdscore.protocols.naturalness.results import DIALECT_GROUPS, HUMAN_SYSTEM, RESULTS
 from sdscore.report.naturalness_plots import NoPlotData, plot_avd_scatter
 
@@ -194,13 +196,15 @@ def test_table_values_follow_the_authors_row_rules():
     human = metrics["systems"]["human"]
     assert (human["n_rows"], human["n_scored"], human["n_errors"]) == (5, 4, 1)
     # latency: rows with latency ≥ 0 only (500, 700), the interrupted −200 left out
-    assert human["latency_ms"] == {"value": 600.0, "n": 2, "n_negative": 1}
+    assert human["latency_ms"] == {"value": 600.0, "n": 2, "n_negative": 1,
+                                   "std": pytest.approx(np.std([500, 700], ddof=1))}
     assert human["latency_onset_ms"]["value"] == pytest.approx(400 / 3)
     # interruptions: every row with a value, zeros and the error row included
     assert human["interrupted_ms"]["value"] == pytest.approx(300 / 5) and human["interrupted_ms"]["n"] == 5
     assert human["interrupted_pct"]["value"] == pytest.approx(40.0)
     # WER in percent over rows with a transcript (q3's 1.0 has none)
-    assert human["wer_pct_pocketsphinx"] == {"value": pytest.approx(25.0), "n": 3}
+    assert human["wer_pct_pocketsphinx"] == {"value": pytest.approx(25.0), "n": 3, "std": pytest.approx(
+        100 * np.std([r["wer_pocketsphinx"] for r in HUMAN if r.get("transcript_pocketsphinx")], ddof=1))}
     assert human["wer_pct"]["value"] == pytest.approx(25.0)
     assert human["cer_pct_pocketsphinx"]["value"] == pytest.approx(40 / 3)
     assert human["wer_pct_whisper"]["value"] is None
@@ -303,8 +307,86 @@ def test_format_table_lists_every_system():
     lines = text.splitlines()
     assert lines[0].split()[:3] == ["System", "DNSMOS", "P.808"]
     assert lines[2].startswith("human") and lines[3].startswith("bot")
-    assert " 600 " in lines[2] and "-" in lines[3]
+    assert " 600±141 " in lines[2] and "-" in lines[3]  # a mean and its sample std
+    assert " 66.7 " in lines[2]  # English % over the known languages (2 of 3), as the authors' benchmark_line
     assert "UTMOS" in lines[-1]
+    assert " 600 " in format_table(evaluate_naturalness(_frame(HUMAN + BOT)), std=False).splitlines()[2]
+
+
+def test_std_beside_every_mean():
+    human = evaluate_naturalness(_frame(HUMAN + BOT))["systems"]["human"]
+    durations = [r["answer_duration_s"] for r in HUMAN if r.get("answer_duration_s") is not None]
+    assert human["answer_duration_s"]["std"] == pytest.approx(np.std(durations, ddof=1))
+    assert human["interrupted_ms"]["std"] == pytest.approx(np.std([0, 200, 0, 0, 100], ddof=1))
+    assert human["interrupted_pct"]["std"] == pytest.approx(np.std([0, 100, 0, 0, 100], ddof=1))
+    assert human["mos_dnsmos_ovrl"]["std"] == pytest.approx(0.5)
+    one = evaluate_naturalness(_frame([_row("bot", "q1", latency_ms=5.0)]))["systems"]["bot"]["latency_ms"]
+    assert one == {"value": 5.0, "n": 1, "n_negative": 0, "std": None}  # undefined for one row
+    assert "std" not in human["same_dialect_pct"] and "std" not in human["arousal_rho"]  # not means over rows
+
+
+def test_latency_paper_leaves_interrupted_answers_out():
+    rows = [_row("bot", "q1", latency_ms=400.0, latency_paper_ms=400.0, answer_start_time=0.2),
+            _row("bot", "q2", latency_ms=300.0, latency_paper_ms=None, answer_start_time=-0.5),
+            _row("bot", "q3", latency_ms=800.0, latency_paper_ms=800.0, answer_start_time=0.0)]
+    bot = evaluate_naturalness(_frame(rows))["systems"]["bot"]
+    assert bot["latency_ms"]["value"] == pytest.approx(500.0) and bot["latency_ms"]["n"] == 3
+    assert bot["latency_paper_ms"]["value"] == pytest.approx(600.0) and bot["latency_paper_ms"]["n"] == 2
+
+
+def test_half_duplex_systems_have_no_interruption_values():
+    metrics = evaluate_naturalness(_frame(HUMAN + BOT), half_duplex=("bot",))
+    bot, human = metrics["systems"]["bot"], metrics["systems"]["human"]
+    assert metrics["half_duplex"] == ["bot"]
+    for key in ("interrupted_pct", "interrupted_ms"):
+        assert bot[key]["value"] is None and bot[key]["reason"].startswith("half-duplex system")
+        assert human[key]["value"] is not None
+    assert bot["latency_ms"]["value"] == pytest.approx(1175.0)  # the rest stays
+    test = metrics["paired_tests"]["bot"]["interrupted_ms"]
+    assert test["p_value"] is None and test["reason"].startswith("half-duplex system")
+    line = format_table(metrics).splitlines()[3]
+    assert line.split()[5:8] == ["1175±250", "-", "-"]
+    with pytest.raises(ValueError, match=r"half-duplex system 'robot' is not in the results \(systems: human, bot\)"):
+        evaluate_naturalness(_frame(HUMAN + BOT), half_duplex=("robot",))
+
+
+def test_latex_table_iii(tmp_path):
+    third = [_row("other", r["question_key"], latency_ms=r["latency_ms"] + 100.0, interrupted=False,
+                  interrupted_ms=0.0, answer_duration_s=r["answer_duration_s"] + 1.0) for r in BOT]
+    human = tmp_path / "human.parquet"
+    _frame(HUMAN + BOT + third).write_parquet(human)
+    metrics = evaluate_files([human], tmp_path / "m.json", half_duplex=("bot",), latex=tmp_path / "table.tex")
+    tex = (tmp_path / "table.tex").read_text()
+    assert metrics["latex"] == str(tmp_path / "table.tex") and tex == format_latex(metrics)
+    lines = tex.splitlines()
+    assert lines[0].startswith(r"\begin{tabular}{l|cccc|ccc|cccc|ccc|ccc}") and lines[1] == r"\toprule"
+    assert r"\multicolumn{4}{c}{Speech quality} & \multicolumn{3}{c}{Interruptions}" in lines[2]
+    assert r"Latency (ms)$\downarrow$" in lines[3] and r"Pitch var.$\uparrow$" in lines[3]
+    human_row = next(i for i, line in enumerate(lines) if line.startswith("human &"))
+    assert lines[human_row + 1] == r"\midrule"  # the reference first, ruled off
+    cells = {line.split(" & ")[0]: line.split(" & ") for line in lines if line.startswith(("bot &", "other &"))}
+    # latency: bot 1175 beats other 1275 (bold), other second (italic); each mean with its std
+    assert cells["bot"][5] == r"\textbf{1175} {\scriptsize $\pm$ 250}"
+    assert cells["other"][5] == r"\textit{1275} {\scriptsize $\pm$ 250}"
+    assert cells["bot"][6] == "--" and cells["other"][6].startswith(r"\textbf{0}")
+    assert r"Interr.\ time (ms): -- bot: half-duplex system" in tex  # a null explained in the footnote
+    assert format_latex(metrics, std=False).count(r"$\pm$") == 0
+    assert escape("a_b & 50%") == r"a\_b \& 50\%"
+
+
+def test_cli_eval_half_duplex_and_latex(tmp_path, capsys):
+    results = tmp_path / "results.parquet"
+    _frame(HUMAN + BOT).write_parquet(results)
+    tex = tmp_path / "t.tex"
+    args = ["eval", "naturalness", str(results), "--out", str(tmp_path / "m.json"), "--half-duplex", "bot",
+            "--latex", str(tex)]
+    assert main(args) == 0
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    assert metrics["half_duplex"] == ["bot"] and tex.read_text() == format_latex(metrics)
+    capsys.readouterr()
+    assert main([*args[:4], str(tmp_path / "m2.json"), *args[5:]]) == 2  # an existing --latex needs --overwrite
+    assert "--latex" in capsys.readouterr().err
+    assert main([*args, "--overwrite"]) == 0
 
 
 def test_evaluate_files_concatenates_writes_json_and_figures(tmp_path):

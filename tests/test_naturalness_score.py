@@ -165,9 +165,13 @@ def test_timing_formulas():
     assert timing.onset_latency_ms([[0.5, 1.0], [2.0, 3.0]]) == 500.0
     assert timing.onset_latency_ms([]) == 0.0
     assert timing.trailing_silence([[0.1, 2.5]], 3.0) == pytest.approx(0.5)
-    assert timing.speech_latency_ms(0.2, 0.3, 0.4) == pytest.approx(900.0)
-    assert timing.speech_latency_ms(0.0, 0.2, -0.5) == pytest.approx(-300.0)
-    assert timing.speech_latency_ms(None, 0.2, 0.1) is None
+    assert timing.released_latency_ms(0.2, 0.3, 0.4) == pytest.approx(900.0)
+    assert timing.paper_latency_ms(0.2, 0.3, 0.4) == pytest.approx(900.0)
+    # an interrupted answer: the authors' newest counts from the question's end, the paper leaves it out
+    assert timing.released_latency_ms(0.1, 0.2, -0.5) == pytest.approx(300.0)
+    assert timing.paper_latency_ms(0.1, 0.2, -0.5) is None
+    assert timing.released_latency_ms(None, 0.2, 0.1) is None and timing.paper_latency_ms(0.1, None, 0.1) is None
+    assert timing.released_latency_ms(0.1, 0.2, float("nan")) is None
     assert timing.interruption(-0.25) == (True, 250.0)
     assert timing.interruption(0.0) == (False, 0.0)
     assert timing.interruption(None) == (None, None)
@@ -191,7 +195,14 @@ def test_latency_and_interruptions_match_the_known_gaps(tiny_corpus, scored):
         item = row["item_id"]
         assert row["interrupted"] == (starts[item] < 0)
         assert row["interrupted_ms"] == pytest.approx(max(0.0, -1000 * starts[item]))
-        assert row["latency_ms"] / 1000 == pytest.approx(truth["speech_gap_s"][item], abs=tolerance)
+        # the question file ends where its speech ends: the latencies are the answer's leading silence plus
+        # max(answer_start_time, 0) (the authors' newest), or the speech gap, unless interrupted (the paper's)
+        latency = truth["answer_latency_s"][item]
+        assert row["latency_ms"] / 1000 == pytest.approx(latency + max(starts[item], 0.0), abs=tolerance)
+        if starts[item] < 0:
+            assert row["latency_paper_ms"] is None and "latency_paper_ms: an interrupted answer" in row["unavailable"]
+        else:
+            assert row["latency_paper_ms"] / 1000 == pytest.approx(truth["speech_gap_s"][item], abs=tolerance)
         assert row["latency_onset_ms"] / 1000 == pytest.approx(truth["answer_latency_s"][item], abs=tolerance)
         assert row["system"] in ("human", "halfduplex-robot")
         assert row["language"] == "en" and row["f0_mean"] is not None
@@ -262,7 +273,7 @@ def test_local_dialect_emotion_and_mos_folders(tiny_corpus, tmp_path):
 
     row, source = out.row(0, named=True), manifest.row(0, named=True)
     answer = load(source["answer_audio_path"], 16000)
-    question = load(source["audio_path"], 16000)
+    question_turn = load(source["audio_path"], 16000, offset=source["context_end_time"])  # the question turn only
     model = transformers.AutoModelForAudioClassification.from_pretrained(dialect)
     fe = transformers.AutoFeatureExtractor.from_pretrained(dialect)
     with torch.inference_mode():
@@ -277,7 +288,7 @@ def test_local_dialect_emotion_and_mos_folders(tiny_corpus, tmp_path):
 
     model = transformers.AutoModelForAudioClassification.from_pretrained(emotion)
     with torch.inference_mode():
-        raw = model(**fe([question], sampling_rate=16000, return_tensors="pt")).logits[0].double().numpy()
+        raw = model(**fe([question_turn], sampling_rate=16000, return_tensors="pt")).logits[0].double().numpy()
     assert row["valence_question"] == pytest.approx(raw[0], abs=1e-5)
     assert row["arousal_question"] == pytest.approx(raw[1], abs=1e-5)
     assert row["dominance_question"] == pytest.approx(raw[2], abs=1e-5)

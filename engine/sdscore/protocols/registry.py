@@ -114,6 +114,7 @@ PROTOCOLS: dict[str, ProtocolEntry] = {
                       "sdscore.protocols.naturalness", scores=True,
                       plot_help="folder for the dialect-profile, AVD-scatter and pitch figures", many_results=True,
                       spec="sdscore.protocols.naturalness.spec:SPEC", metrics_keys=("systems",), plot_folder=True,
+                      eval_options="sdscore.protocols.naturalness.eval_options",
                       results_help="the results of `sdscore score naturalness`: one or more files (e.g. one per "
                                    "system), evaluated together; a system column names each row's system",
                       demo_stage="sdscore.protocols.naturalness.demo_stage"),

@@ -133,7 +133,7 @@ def _read16(renderer: Renderer, u: Utterance) -> np.ndarray:
 
 
 def _write_item(renderer: Renderer, it: _Item) -> tuple[float, float, float, float]:
-    """Write question, answer and dialogue files; returns (context end, question end, gap, answer s)."""
+    """Write question, answer and dialogue files; returns (question start, question end, gap, answer s)."""
     pad = round(clips.PAD_S * MIX_RATE)
     question = _read16(renderer, it.question)
     context = _read16(renderer, it.context) if it.context else np.zeros(0)
@@ -164,5 +164,6 @@ def _write_item(renderer: Renderer, it: _Item) -> tuple[float, float, float, flo
     clips.write(renderer.path(it.path("question")), mono, MIX_RATE)
     clips.write(renderer.path(it.path("answer")), answer, sr)
     clips.write(renderer.path(it.path("dialogue")), dialogue, MIX_RATE)
-    context_end = (len(context) - pad) / MIX_RATE if len(context) else 0.0
+    # context_end_time as the authors' metadata has it: where the question's speech starts
+    context_end = (q_at + pad) / MIX_RATE if len(context) else 0.0
     return context_end, question_end / MIX_RATE, gap, len(answer) / sr

@@ -14,11 +14,11 @@ __getattr__, __dir__, _ = lazy_exports(__name__, {
 })
 
 
-def evaluate_files(results, out_json, *, plot=None, seed: int = 0) -> dict:
-    """`sdscore eval naturalness` (the registry's uniform signature)."""
+def evaluate_files(results, out_json, *, plot=None, seed: int = 0, half_duplex=(), latex=None) -> dict:
+    """`sdscore eval naturalness` (the registry's uniform signature, and eval_options.py's options)."""
     from sdscore.protocols.naturalness.evaluation import evaluate_files as run
 
-    return run(results, out_json, plot=plot, seed=seed)
+    return run(results, out_json, plot=plot, seed=seed, half_duplex=half_duplex, latex=latex)
 
 
 def format_table(metrics: dict) -> str:

@@ -3,8 +3,10 @@
 Answers get VAD segments, DNSMOS P.835 OVRL and P.808, transcripts (pocketsphinx; Whisper from
 a local folder), Praat F0 statistics and voiced time, the language, and — from local model
 folders when given — dialect profile, arousal / valence / dominance and a MOS. Questions get VAD
-segments and the dialect and emotion-dimension outputs. Each distinct file is loaded and
-analysed once per batch (one question clip shared by several systems' answers is one item).
+segments (of the mix, and of each channel of a stereo clip) and the dialect profile; question
+turns (a question clip from the question's start, channels mixed) get the emotion dimensions.
+Each distinct file is loaded and analysed once per batch (one question clip shared by several
+systems' answers is one item).
 
 Batched and concurrent: silero VAD steps every clip in lockstep, DNSMOS runs its ONNX graphs over
 stacked windows; pocketsphinx and Praat, which hold the GIL one clip at a time, run on `jobs`
@@ -15,12 +17,13 @@ settings (sdscore.features.cache), so a rerun or another system sharing the ques
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sdscore import __version__
 from sdscore.audio import AudioBatch, load_many
 from sdscore.audio.checks import over_cap
+from sdscore.errors import AudioError
 from sdscore.features.cache import ContentCache, cache_key, hash_file, hash_settings
 from sdscore.features.extract import (
     extract,
@@ -31,15 +34,17 @@ from sdscore.features.extract import (
     select,
 )
 from sdscore.features.process_extractor import ProcessExtractor
+from sdscore.protocols.naturalness.channels import channel_count, read_channels
 from sdscore.protocols.naturalness.local_models import (
     DialectProfile,
     EmotionDimensions,
     OnnxMos,
 )
+from sdscore.ragged import pack
 from sdscore.runtime.compute_budget import process_pool_size
 
 SAMPLE_RATE = 16000
-CACHE_VERSION = "naturalness-clip-1"
+CACHE_VERSION = "naturalness-clip-2"
 CACHE_NAMESPACE = "naturalness"
 QUALITY = {"standard": True, "personalized": False, "p808": True}
 
@@ -75,34 +80,44 @@ class ClipFeatures:
     def questions(self, paths: Sequence[str]) -> dict[str, dict]:
         return self._cached(paths, "question", self._question_features)
 
-    def _cached(self, paths: Sequence[str], kind: str, compute) -> dict[str, dict]:
-        """{path: features} for the distinct paths, from the cache where it has them."""
+    def question_turns(self, items: Sequence[tuple[str, float]]) -> dict[tuple[str, float], dict]:
+        """(question clip, question start in seconds) → {"emotion": {...}} of the clip from that time
+        to its end, channels mixed (the question turn, as the authors' extract_features.py takes it)."""
+        return self._cached(items, "question-turn", self._turn_features)
+
+    def _cached(self, items: Sequence, kind: str, compute: Callable) -> dict:
+        """{item: features} for the distinct items, from the cache where it has them; an item is a path
+        (the whole file) or (path, offset): the file from offset seconds to its end."""
         digest = hash_settings({**self.settings, "kind": kind})
-        out: dict[str, dict] = {}
-        todo: dict[str, str] = {}
-        for path in dict.fromkeys(paths):
+        out: dict = {}
+        todo: dict = {}
+        for item in dict.fromkeys(items):
+            path, offset = (item, None) if isinstance(item, str) else item
             try:
-                key = cache_key(hash_file(path), digest)
+                key = cache_key(hash_file(path), digest if offset is None else hash_settings([digest, offset]))
             except OSError as error:
-                out[path] = {"error": f"{path}: cannot read: {error.strerror or error}"}
+                out[item] = {"error": f"{path}: cannot read: {error.strerror or error}"}
                 continue
             cached = self.cache.get_json(key) if self.cache is not None else None
             refused = over_cap(path, self.max_audio_seconds) if cached is not None else None
             if refused is not None:  # as if decoded: a cache must not change which rows fail
-                out[path] = {"error": refused}
+                out[item] = {"error": refused}
             elif cached is not None:
-                out[path] = cached
+                out[item] = cached
             else:
-                todo[path] = key
+                todo[item] = key
         if todo:
-            batch = load_many(list(todo), sample_rate=SAMPLE_RATE, max_seconds=self.max_audio_seconds)
-            for (path, key), row in zip(todo.items(), compute(batch)):
+            paths = [item if isinstance(item, str) else item[0] for item in todo]
+            offsets = None if all(isinstance(item, str) for item in todo) else [
+                None if isinstance(item, str) else item[1] for item in todo]
+            batch = load_many(paths, sample_rate=SAMPLE_RATE, max_seconds=self.max_audio_seconds, offsets=offsets)
+            for (item, key), row in zip(todo.items(), compute(batch, paths)):
                 if self.cache is not None and row.get("error") is None:
                     self.cache.put_json(key, row)
-                out[path] = row
+                out[item] = row
         return out
 
-    def _answer_features(self, batch: AudioBatch) -> list[dict]:
+    def _answer_features(self, batch: AudioBatch, paths: list[str]) -> list[dict]:
         # the ONNX models here while pocketsphinx + Praat run on worker processes
         rows = extract_concurrently([[self.vad, self.quality], [self.serial]], batch).to_dicts()
         if self.whisper is not None:
@@ -111,15 +126,48 @@ class ClipFeatures:
                 row["transcript_whisper"] = w["transcript"]
                 row["error"] = join_messages(row["error"], w["error"])
         self._language(batch, rows)
-        self._models(batch, rows, mos=True)
+        self._models(batch, rows, ("dialect", "emotion", "mos_local"))
         return rows
 
-    def _question_features(self, batch: AudioBatch) -> list[dict]:
+    def _question_features(self, batch: AudioBatch, paths: list[str]) -> list[dict]:
         rows = extract([self.vad], batch).to_dicts()
         for row, n in zip(rows, batch.lengths):
             row["duration_s"] = int(n) / SAMPLE_RATE
-        self._models(batch, rows, mos=False)
+        self._channel_vad(paths, rows)
+        self._models(batch, rows, ("dialect",))
         return rows
+
+    def _turn_features(self, batch: AudioBatch, paths: list[str]) -> list[dict]:
+        rows = [{"error": error} for error in batch.errors]
+        self._models(batch, rows, ("emotion",))
+        return rows
+
+    def _channel_vad(self, paths: list[str], rows: list[dict]) -> None:
+        """vad_channels: the VAD segments of each channel of a stereo clip (its question and the
+        answerer's overlap apart), beside the mix's."""
+        waves, owners = [], []
+        for i, (path, row) in enumerate(zip(paths, rows)):
+            if row["error"] is not None:
+                continue
+            try:
+                if channel_count(path) != 2:
+                    continue
+                waves += read_channels(path, [0, 1], SAMPLE_RATE)
+            except AudioError as error:
+                row["error"] = join_messages(row["error"], str(error))
+                continue
+            owners.append(i)
+        if not owners:
+            return
+        data, offsets = pack(waves)
+        found = extract([self.vad], AudioBatch(data, offsets, [None] * len(waves), SAMPLE_RATE)).to_dicts()
+        for k, i in enumerate(owners):
+            pair = found[2 * k: 2 * k + 2]
+            error = next((f["error"] for f in pair if f["error"]), None)
+            if error:
+                rows[i]["error"] = join_messages(rows[i]["error"], f"channel VAD: {error}")
+            else:
+                rows[i]["vad_channels"] = [f["vad_segments"] for f in pair]
 
     def _language(self, batch: AudioBatch, rows: list[dict]) -> None:
         ok = [i for i, row in enumerate(rows) if row["error"] is None]
@@ -133,14 +181,14 @@ class ClipFeatures:
             if j in failed:
                 rows[i]["error"] = join_messages(rows[i]["error"], f"language: {failed[j]}")
 
-    def _models(self, batch: AudioBatch, rows: list[dict], *, mos: bool) -> None:
-        """Local-folder models (dialect, emotion dimensions, MOS) on the items that loaded."""
+    def _models(self, batch: AudioBatch, rows: list[dict], names: tuple[str, ...]) -> None:
+        """The named local-folder models (dialect, emotion dimensions, MOS) on the items that loaded."""
         ok = [i for i, row in enumerate(rows) if row["error"] is None]
         sub = select(batch, ok)
         for name, run in (("dialect", self.dialect and self.dialect.profiles),
                           ("emotion", self.emotion and self.emotion.dimensions),
-                          ("mos_local", mos and self.mos and self.mos.scores)):
-            if not run or not ok:
+                          ("mos_local", self.mos and self.mos.scores)):
+            if name not in names or not run or not ok:
                 continue
             try:
                 values = run(sub)

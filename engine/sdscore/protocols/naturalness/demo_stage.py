@@ -24,6 +24,9 @@ def run(corpus: Path, out: Path, progress: Progress) -> dict:
     from sdscore.protocols.naturalness.evaluation import evaluate_files, format_table
     from sdscore.protocols.naturalness.selection import select_dialogues
     from sdscore.synth.conversations import CONVERSATIONS_TABLE
+    from sdscore.synth.naturalness_items import SYSTEMS
+
+    half_duplex = (SYSTEMS[1],)  # the synthetic half-duplex model: no interruption columns
 
     folder = out / "naturalness"
     selected = select_dialogues(corpus / CONVERSATIONS_TABLE, folder / "selected", overwrite=True,
@@ -34,7 +37,8 @@ def run(corpus: Path, out: Path, progress: Progress) -> dict:
         results = folder / f"results-{name}.parquet"
         score_manifest(job, manifest, results, resume=parts_folder(results).exists(), progress=progress)
         outputs.append(results)
-    metrics = evaluate_files(outputs, folder / "metrics.json", plot=folder / "figures")
+    metrics = evaluate_files(outputs, folder / "metrics.json", plot=folder / "figures",
+                             half_duplex=half_duplex)
     headline = {"dialogues selected": f"{selected['dialogues']} from {selected['conversations']} conversations"}
     for system, m in metrics["systems"].items():
         headline[f"{system}: WER %, latency ms, interrupted %, pitch variation"] = ", ".join(

@@ -1,21 +1,25 @@
 """`sdscore eval naturalness`: SPEARBench Table III per system from the RESULTS table, paired tests
 against the reference (human) answers, and Figs. 3, 4 and 6.
 
-Which rows enter each value (every value is {"value", "n", ...}, or value null with a "reason"):
+Which rows enter each value (every value is {"value", "n", ...}, or value null with a "reason"; a
+value that is a mean over rows also has "std", the sample standard deviation (ddof 1; null for one
+row) of the same rows, as the authors' benchmark_line --use-std):
 
 - scored rows (no error) for everything except interruptions; interruption % and the mean
   interrupted_ms are over ALL rows with a value (zeros included; error rows too, since they come
-  from the manifest's answer_start_time, not from the audio), as the authors average them;
+  from the manifest's answer_start_time, not from the audio), as the authors average them; a
+  half-duplex system (``half_duplex``; half-duplex or non-streaming: it cannot answer while the
+  question plays) has both null, as the authors' benchmark_line blanks them;
 - MOS: means of mos_dnsmos_ovrl and mos_p808 (DNSMOS OVRL and P.808 stand in for UTMOS, which
   ships in no package) and of mos_local when a local MOS model was given;
 - WER/CER in percent (as Table III prints them), per ASR engine and normalisation (authors',
   clean), over rows with that engine's transcript and a value; wer_pct/cer_pct pool every engine's
   values (the authors' benchmark line concatenates their WER_* columns);
-- latency_ms and latency_onset_ms: means over rows with latency ≥ 0 (n_negative says how many
-  interrupted rows were left out);
-- english_pct: language "en" over rows with a language, "unknown - ..." rows counted as
-  non-English (the authors' language_dialect_summary: failed predictions stay in the total);
-  english_pct_known leaves them out (their benchmark_line); language_unknown_pct is their share;
+- latency_ms (the authors' newest definition), latency_paper_ms (the paper's) and latency_onset_ms:
+  means over rows with latency ≥ 0 (n_negative says how many rows were left out);
+- english_pct_known (Table III's English %): language "en" over rows with a known language — the
+  authors' benchmark_line leaves "unknown - ..." predictions out; english_pct counts them as
+  non-English (their language_dialect_summary); language_unknown_pct is their share;
 - same_dialect_pct: dialect_question_label == dialect_answer_label over rows with both;
 - dialectal_beta, dialectal_variance, arousal/valence/dominance_rho, pitch_variation: see
   sdscore.metrics.naturalness; rows whose dialect vectors hold a non-finite value are left out.
@@ -59,16 +63,21 @@ from sdscore.protocols.naturalness.spec import SPEC
 
 #: Per-row metrics that get paired tests: column → only rows with a value ≥ 0 (latencies).
 PAIRED_METRICS: dict[str, bool] = {
-    "latency_ms": True, "latency_onset_ms": True, "interrupted_ms": False,
+    "latency_ms": True, "latency_paper_ms": True, "latency_onset_ms": True, "interrupted_ms": False,
     "mos_dnsmos_ovrl": False, "mos_p808": False, "mos_local": False,
     **{f"{m}_{e}": False for e in ASR_ENGINES for m in ("wer", "cer", "wer_clean", "cer_clean")},
     "answer_duration_s": False, "voiced_ratio": False,
 }
 #: Words of the `unavailable` notes ("group: reason") that explain each column's nulls.
 _NOTE_WORDS = {"mos_dnsmos_ovrl": ("mos",), "mos_p808": ("mos",), "mos_local": ("mos_local",),
-               "latency_ms": ("latency_ms",), "language": ("language", "lid"),
+               "latency_ms": ("latency_ms",), "latency_paper_ms": ("latency_paper_ms",),
+               "language": ("language", "lid"),
                "dialect": ("dialect",), "avd": ("emotion", *AVD), "f0": ("f0", "pitch")}
 _ENGLISH = {"en", "eng", "english"}
+#: the interruption values a half-duplex system leaves null
+INTERRUPTION_KEYS = ("interrupted_pct", "interrupted_ms")
+HALF_DUPLEX_REASON = ("half-duplex system (half_duplex / --half-duplex): it cannot answer while the question plays, "
+                      "so interruptions are not reported (as SPEARBench's Table III)")
 
 
 def _record(value, n: int, **extra) -> dict:
@@ -76,11 +85,17 @@ def _record(value, n: int, **extra) -> dict:
     return {"value": float(value), "n": int(n), **extra}
 
 
+def _mean_record(values: pl.Series, scale: float = 1.0, **extra) -> dict:
+    """The mean of finite values (times scale) with their sample std (ddof 1; None for one value)."""
+    std = float(values.std(ddof=1)) * scale if values.len() > 1 else None
+    return _record(values.mean() * scale, values.len(), std=std, **extra)
+
+
 class _System:
     """One system's rows and the means of telling why a value is null."""
 
-    def __init__(self, name: str, rows: pl.DataFrame, absent: set[str]):
-        self.name, self.all_rows, self.absent = name, rows, absent
+    def __init__(self, name: str, rows: pl.DataFrame, absent: set[str], half_duplex: bool = False):
+        self.name, self.all_rows, self.absent, self.half_duplex = name, rows, absent, half_duplex
         failed = error_mask(rows)
         self.rows = rows.filter(pl.Series(~failed))
         self.n_errors = int(failed.sum())
@@ -123,7 +138,7 @@ def _mean(system: _System, column: str, *, scale: float = 1.0, all_rows: bool = 
         values = values.filter(values >= 0)
     if values.len() == 0:
         return {**system.reason((column,), _NOTE_WORDS.get(column, ())), **extra}
-    return _record(values.mean() * scale, values.len(), **extra)
+    return _mean_record(values, scale, **extra)
 
 
 def _asr(system: _System) -> dict:
@@ -136,10 +151,10 @@ def _asr(system: _System) -> dict:
             rows = system.rows.filter(pl.col(f"transcript_{engine}").is_not_null())
             values = _finite(rows, column)
             pooled.append(values)
-            out[f"{metric}_pct_{engine}"] = (_record(values.mean() * 100, values.len()) if values.len()
+            out[f"{metric}_pct_{engine}"] = (_mean_record(values, 100.0) if values.len()
                                              else system.reason((column, f"transcript_{engine}"), words))
         values = pl.concat(pooled)
-        out[f"{metric}_pct"] = (_record(values.mean() * 100, values.len(), engines=list(ASR_ENGINES))
+        out[f"{metric}_pct"] = (_mean_record(values, 100.0, engines=list(ASR_ENGINES))
                                 if values.len() else system.reason(tuple(f"{metric}_{e}" for e in ASR_ENGINES)))
     return out
 
@@ -237,9 +252,13 @@ def _system_metrics(system: _System, normalised: pl.DataFrame) -> dict:
         out[column] = _mean(system, column)
     out.update(_asr(system))
     out["latency_ms"] = _mean(system, "latency_ms", nonnegative=True)
+    out["latency_paper_ms"] = _mean(system, "latency_paper_ms", nonnegative=True)
     out["latency_onset_ms"] = _mean(system, "latency_onset_ms", nonnegative=True)
-    out["interrupted_pct"] = _mean(system, "interrupted", scale=100.0, all_rows=True)
-    out["interrupted_ms"] = _mean(system, "interrupted_ms", all_rows=True)
+    if system.half_duplex:
+        out.update({key: {"value": None, "n": 0, "reason": HALF_DUPLEX_REASON} for key in INTERRUPTION_KEYS})
+    else:
+        out["interrupted_pct"] = _mean(system, "interrupted", scale=100.0, all_rows=True)
+        out["interrupted_ms"] = _mean(system, "interrupted_ms", all_rows=True)
     out.update(_language(system))
     out.update(_dialect(system))
     out.update(_avd(system))
@@ -265,6 +284,8 @@ def _paired_tests(systems: dict[str, _System], reference: str) -> tuple[dict, di
     for column, nonnegative in PAIRED_METRICS.items():
         tables = {}
         for name, system in systems.items():
+            if column == "interrupted_ms" and system.half_duplex:
+                continue  # not reported for a half-duplex system
             rows = system.all_rows if column == "interrupted_ms" else system.rows
             table = _per_question(rows, column, nonnegative) if column in rows.columns else None
             if table is not None and table.height:
@@ -274,8 +295,9 @@ def _paired_tests(systems: dict[str, _System], reference: str) -> tuple[dict, di
                 continue
             if name not in tables or reference not in tables:
                 who = name if name not in tables else reference
-                result = {"test": WILCOXON, "p_value": None, "n_pairs": 0,
-                          "reason": f"{who!r} has no {column} value on a row with a question_key"}
+                reason = (HALF_DUPLEX_REASON if column == "interrupted_ms" and systems[who].half_duplex
+                          else f"{who!r} has no {column} value on a row with a question_key")
+                result = {"test": WILCOXON, "p_value": None, "n_pairs": 0, "reason": reason}
             else:
                 both = tables[name].join(tables[reference], on="question_key", suffix="_reference").sort("question_key")
                 try:
@@ -326,14 +348,20 @@ def system_order(frame: pl.DataFrame, reference_system: str) -> list[str]:
     return [reference_system] * (reference_system in names) + [n for n in names if n != reference_system]
 
 
-def evaluate_naturalness(results: pl.DataFrame, *, reference_system: str = HUMAN_SYSTEM) -> dict:
-    """Table III per system, paired tests against `reference_system`, and the definitions used."""
+def evaluate_naturalness(results: pl.DataFrame, *, reference_system: str = HUMAN_SYSTEM,
+                         half_duplex: tuple[str, ...] | list[str] = ()) -> dict:
+    """Table III per system, paired tests against `reference_system`, and the definitions used.
+    half_duplex: systems whose interruption values are null (ValueError for a name not in the results)."""
     frame, absent = _prepared(results)
     if frame.height == 0:
         raise ValueError("the naturalness results hold no rows")
     normalised = speaker_normalised(frame.filter(pl.Series(~error_mask(frame))))
     order = system_order(frame, reference_system)
-    systems = {name: _System(name, frame.filter(pl.col("system") == name), absent) for name in order}
+    unknown = [name for name in half_duplex if name not in order]
+    if unknown:
+        raise ValueError(f"half-duplex system {unknown[0]!r} is not in the results (systems: {', '.join(order)})")
+    systems = {name: _System(name, frame.filter(pl.col("system") == name), absent, name in half_duplex)
+               for name in order}
     per_system = {name: _system_metrics(system, normalised.filter(pl.col("system") == name))
                   for name, system in systems.items()}
     if reference_system in systems:
@@ -343,6 +371,7 @@ def evaluate_naturalness(results: pl.DataFrame, *, reference_system: str = HUMAN
     return {
         "reference_system": reference_system,
         "reference_present": reference_system in systems,
+        "half_duplex": [name for name in order if name in half_duplex],
         "systems": per_system,
         "paired_tests": tests,
         "friedman": friedman,
@@ -353,8 +382,14 @@ def evaluate_naturalness(results: pl.DataFrame, *, reference_system: str = HUMAN
 DEFINITIONS = {
     "mos": "mos_dnsmos_ovrl and mos_p808 are DNSMOS OVRL and P.808 MOS, offline substitutes for UTMOS",
     "wer_cer": "percent; per ASR engine over rows with its transcript; wer_pct/cer_pct pool all engines",
-    "latency": "ms, mean over rows with latency >= 0 (interrupted answers left out)",
-    "interruptions": "interrupted_pct and interrupted_ms over all rows with a value, zeros included",
+    "std": "beside each mean: the sample standard deviation (ddof=1) of the same rows; null for one row",
+    "latency": "ms, mean over rows with latency >= 0; latency_ms the authors' newest definition (interrupted "
+               "answers counted from the question's speech end), latency_paper_ms the paper's (interrupted "
+               "answers left out), latency_onset_ms the first VAD onset in the answer clip",
+    "interruptions": "interrupted_pct and interrupted_ms over all rows with a value, zeros included; null for "
+                     "half-duplex systems",
+    "english_pct_known": "Table III's English %: language 'en' over rows with a known language ('unknown - ...' "
+                         "left out, as the authors' benchmark_line)",
     "english_pct": "language 'en' over rows with a language; 'unknown - ...' counted as non-English",
     "dialectal_beta": "np.polyfit slope of min-max-normalised flattened answer on question log-logits",
     "dialectal_variance": "trace of the answers' log-logit covariance (ddof=1)",
@@ -368,43 +403,51 @@ DEFINITIONS = {
 TABLE_COLUMNS = (
     ("DNSMOS", "mos_dnsmos_ovrl", 2), ("P.808", "mos_p808", 2), ("WER%", "wer_pct", 1), ("CER%", "cer_pct", 1),
     ("Lat.ms", "latency_ms", 0), ("Int.ms", "interrupted_ms", 0), ("Int.%", "interrupted_pct", 1),
-    ("Eng.%", "english_pct", 1), ("SameDial%", "same_dialect_pct", 1), ("β", "dialectal_beta", 2),
+    ("Eng.%", "english_pct_known", 1), ("SameDial%", "same_dialect_pct", 1), ("β", "dialectal_beta", 2),
     ("tr(Σ)", "dialectal_variance", 1), ("ρA", "arousal_rho", 2), ("ρV", "valence_rho", 2),
     ("ρD", "dominance_rho", 2), ("Dur.s", "answer_duration_s", 1), ("Voiced", "voiced_ratio", 3),
     ("PitchVar", "pitch_variation", 3),
 )
 
 
-def format_table(metrics: dict) -> str:
-    """Table III rows as plain text (reference system first); '-' where a value is null."""
+def format_table(metrics: dict, *, std: bool = True) -> str:
+    """Table III rows as plain text (reference system first); '-' where a value is null; with std,
+    a mean's cell is "mean±std" (the std rounded as the mean)."""
     header = ["System", *(h for h, _, _ in TABLE_COLUMNS)]
     rows = [header]
     for name, values in metrics["systems"].items():
         cells = [name]
         for _, key, digits in TABLE_COLUMNS:
-            value = values.get(key, {}).get("value")
-            cells.append("-" if value is None else f"{value:.{digits}f}")
+            record = values.get(key, {})
+            value, spread = record.get("value"), record.get("std")
+            cell = "-" if value is None else f"{value:.{digits}f}"
+            if std and value is not None and spread is not None:
+                cell += f"±{spread:.{digits}f}"
+            cells.append(cell)
         rows.append(cells)
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
              for row in rows]
     lines.insert(1, "-" * len(lines[0]))
     lines.append("DNSMOS/P.808 stand in for UTMOS; WER/CER in percent, pooled over ASR engines (authors' "
-                 "normalisation); latency over rows >= 0; interruptions over all rows.")
+                 "normalisation); latency over rows >= 0 (the authors' newest definition); interruptions over all "
+                 "rows (- for half-duplex systems); English % over known languages; ± the sample std.")
     return "\n".join(lines)
 
 
-def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, seed: int = 0) -> dict:
+def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, seed: int = 0,
+                   half_duplex: tuple[str, ...] | list[str] = (), latex: str | os.PathLike | None = None) -> dict:
     """Metrics of one or more results files (concatenated, e.g. one per system) as JSON; with
     `plot` a folder, Figs. 3, 4 and 6 are written there (a figure without data is skipped with
-    its reason under "figures"). seed is unused: nothing is resampled."""
+    its reason under "figures"); with `latex` a file, Table III as a LaTeX tabular (latex_table.py).
+    half_duplex: systems whose interruption values are null. seed is unused: nothing is resampled."""
     paths = [Path(p) for p in results]
     if not paths:
         raise ValueError("eval naturalness needs at least one results file")
     frames = [read_results(path, RESULTS, required=("system",), add_absent=False,
                            unique=("system", *SPEC.unique_key)) for path in paths]
     frame = pl.concat(frames, how="diagonal_relaxed")
-    metrics = evaluate_naturalness(frame)
+    metrics = evaluate_naturalness(frame, half_duplex=tuple(half_duplex))
     metrics["results_files"] = [str(p) for p in paths]
     if plot is not None:
         from sdscore.report.naturalness_plots import plot_naturalness_figures
@@ -414,5 +457,10 @@ def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, see
         metrics["figures"] = plot_naturalness_figures(
             scored, plot, groups=DIALECT_GROUPS, dims=AVD, features=PITCH_VARIATION_FEATURES,
             systems=system_order(prepared, metrics["reference_system"]))
+    if latex is not None:
+        from sdscore.protocols.naturalness.latex_table import write_latex
+
+        write_latex(metrics, latex)
+        metrics["latex"] = str(latex)
     write_json(out_json, metrics)
     return metrics

@@ -3,16 +3,20 @@
 Definitions (SPEARBench, corrected by the authors' released code where they differ; see RESEARCH.md):
 
 - system: the manifest's `system`; null there means the original human answer, written as
-  HUMAN_SYSTEM. asker: the question's speaker (first of `speakers`, "asker,answerer"); pitch is
-  speaker-normalised per (system, asker) as the authors' code does. question_key: what pairs the
-  same question across systems (the question clip's path, else conversation_id + question text).
+  HUMAN_SYSTEM. asker: the question's speaker — with the authors' metadata (speakers "spk1|spk2")
+  the speaker whose "name:" tag comes last in transcript_question, as their
+  normalize_features_by_answered_speaker.py takes the "answered speaker"; with sdscore's earlier
+  metadata (speakers "asker,answerer") the first name. Pitch is speaker-normalised per (system,
+  asker). question_key: what pairs the same question across systems (the question clip's path,
+  else conversation_id + question text).
 - latency_onset_ms: 1000 × the first VAD speech onset in the answer clip (the authors' metric
   code; 0 when the clip has no speech, as theirs returns).
-- latency_ms: 1000 × (question trailing silence + answer leading silence + answer_start_time): the
-  time from the end of the question's speech to the start of the answer's speech. When
-  answer_start_time < 0 the answer file overlaps the question, and the result is negative iff
-  the answer's speech itself starts before the question's speech ends. Null when either clip has
-  no speech.
+- latency_ms (the authors' newest definition): 1000 × (question trailing silence + answer leading
+  silence + max(answer_start_time, 0)); latency_paper_ms (the paper's: "cases of interruption are
+  not counted toward the latency"): 1000 × (question trailing silence + answer leading silence +
+  answer_start_time) when answer_start_time ≥ 0, null for an interrupted answer. The question's
+  trailing silence is measured on the asker's channel of a stereo question clip (the answerer's
+  overlapping speech is not the question's), else on the clip. Null when either clip has no speech.
 - interrupted: answer_start_time < 0; interrupted_ms: −1000 × answer_start_time when negative, else 0.
 - wer_/cer_<engine>: against transcript_answer after the authors' normalisation (the reference's
   "P####:" speaker tags split off and rejoined with spaces, then '.? ' stripped at both ends; the
@@ -25,7 +29,10 @@ Definitions (SPEARBench, corrected by the authors' released code where they diff
   language_source names what decided it.
 - dialect_question / dialect_answer: DIALECT_GROUPS log-probabilities (16 Voxlect classes merged;
   see DIALECT_MERGE); *_label: the argmax group.
-- arousal/valence/dominance of question and answer: a local dimensional-emotion model's outputs.
+- arousal/valence/dominance of question and answer: a local dimensional-emotion model's outputs; the
+  question's on the question turn only — the question clip from context_end_time to its end, both
+  channels mixed, as the authors' extract_features.py — and null for a question turn under 0.5 s
+  (their --min-len-question).
 - f0_*: over the answer's voiced frames (Praat autocorrelation pitch, 75–500 Hz, as the authors);
   answer_duration_s: the answer clip's length; voiced_time_s = voiced frames × the pitch time step;
   voiced_ratio = voiced_time_s / answer_duration_s.
@@ -75,6 +82,7 @@ RESULTS = pl.Schema({
     "answer_leading_silence_s": pl.Float64,
     "latency_onset_ms": pl.Float64,
     "latency_ms": pl.Float64,
+    "latency_paper_ms": pl.Float64,
     "interrupted": pl.Boolean,
     "interrupted_ms": pl.Float64,
     "reference_text": pl.String,

@@ -8,6 +8,7 @@ emotion-dimension and F0 columns, with the reason for every group left null.
 from __future__ import annotations
 
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -28,7 +29,8 @@ from sdscore.protocols.naturalness.timing import (
     interruption,
     leading_silence,
     onset_latency_ms,
-    speech_latency_ms,
+    paper_latency_ms,
+    released_latency_ms,
     trailing_silence,
 )
 from sdscore.runtime.scorer import ScoringJob
@@ -41,6 +43,8 @@ MISSING_MODEL = {
     "dialect": "no dialect classifier given (--dialect-dir); Voxlect-English ships in no package",
     "emotion": "no arousal/valence/dominance model given (--emotion-dir); none ships in a package",
 }
+#: the authors' extract_features.py skips question turns shorter than this (--min-len-question)
+MIN_QUESTION_TURN_S = 0.5
 
 
 def question_key(row: dict) -> str | None:
@@ -52,8 +56,21 @@ def question_key(row: dict) -> str | None:
     return f"{row.get('conversation_id')}|{row.get('transcript_question')}"
 
 
-def asker(speakers: str | None) -> str | None:
-    """The question's speaker: the first of `speakers` ("asker,answerer")."""
+def dyad(speakers: str | None) -> list[str]:
+    """The speakers of the authors' "spk1|spk2" (empty for sdscore's earlier "asker,answerer" or none)."""
+    names = [name.strip() for name in (speakers or "").split("|")]
+    return names if len(names) == 2 and all(names) else []
+
+
+def asker(speakers: str | None, transcript_question: str | None = None) -> str | None:
+    """The question's speaker: with the authors' speakers "spk1|spk2", the one whose "name:" tag comes
+    last in transcript_question (their answered speaker; None when no tag names either); else the
+    first of sdscore's earlier "asker,answerer"."""
+    names = dyad(speakers)
+    if names:
+        pattern = re.compile(r"(?:^|\s)(" + "|".join(re.escape(n) for n in names) + r"):")
+        tags = pattern.findall(transcript_question or "")
+        return tags[-1] if tags else None
     first = (speakers or "").split(",")[0].strip()
     return first or None
 
@@ -81,15 +98,24 @@ class NaturalnessScorer:
             questions = pool.submit(self.features.questions, [r["audio_path"] for r in usable if r.get("audio_path")])
             answers = self.features.answers([r["answer_audio_path"] for r in usable])
             questions = questions.result()
-        out = [self._row(r, answers, questions) for r in records]
+        turns = self._question_turns(usable)
+        out = [self._row(r, answers, questions, turns) for r in records]
         return pl.DataFrame(out, schema=RESULTS)
 
-    def _row(self, r: dict, answers: dict, questions: dict) -> dict:
+    def _question_turns(self, usable: list[dict]) -> dict:
+        """The question turns' emotion dimensions (only with an emotion model)."""
+        if self.features.emotion is None:
+            return {}
+        items = [item for item, _ in map(question_turn, usable) if item]
+        return self.features.question_turns(items) if items else {}
+
+    def _row(self, r: dict, answers: dict, questions: dict, turns: dict) -> dict:
         start = r.get("answer_start_time")
         interrupted, interrupted_ms = interruption(start)
         out: dict[str, Any] = {
             "item_id": r.get("item_id"), "conversation_id": r.get("conversation_id"),
-            "system": r.get("system") or HUMAN_SYSTEM, "asker": asker(r.get("speakers")),
+            "system": r.get("system") or HUMAN_SYSTEM,
+            "asker": asker(r.get("speakers"), r.get("transcript_question")),
             "question_key": question_key(r), "answer_start_time": start, "interrupted": interrupted,
             "interrupted_ms": interrupted_ms, "reference_text": r.get("transcript_answer"),
         }
@@ -104,7 +130,7 @@ class NaturalnessScorer:
         if any(errors):
             return {**out, "error": "; ".join(e for e in errors if e)}
         unavailable: list[str] = []
-        out.update(self._timing(a, q, start, unavailable))
+        out.update(self._timing(a, q, start, _channel(r, out["asker"]), unavailable))
         out.update(self._text(a, r.get("transcript_answer"), unavailable))
         out.update(mos_dnsmos_ovrl=a.get("dnsmos_ovrl"), mos_p808=a.get("p808_mos"), mos_local=a.get("mos_local"))
         if a.get("refused"):
@@ -113,7 +139,7 @@ class NaturalnessScorer:
             unavailable.append(f"mos_local: {MISSING_MODEL['mos_local']}")
         out.update(language=a.get("language"), language_prob=a.get("language_prob"),
                    language_source=a.get("language_source"))
-        out.update(self._models(a, q, unavailable))
+        out.update(self._models(a, q, r, turns, unavailable))
         out.update({name: a.get(name) for name in F0_FEATURES})
         out.update(answer_duration_s=a.get("duration_s"), voiced_time_s=a.get("voiced_time_s"),
                    voiced_ratio=a.get("voiced_ratio"))
@@ -123,17 +149,27 @@ class NaturalnessScorer:
         return out
 
     @staticmethod
-    def _timing(a: dict, q: dict | None, start: float | None, unavailable: list[str]) -> dict:
+    def _timing(a: dict, q: dict | None, start: float | None, channel: int | None, unavailable: list[str]) -> dict:
+        """Latencies; the question's trailing silence on the asker's channel of a stereo clip."""
         a_lead = leading_silence(a.get("vad_segments"))
-        q_trail = trailing_silence(q.get("vad_segments"), q["duration_s"]) if q else None
-        latency = speech_latency_ms(q_trail, a_lead, start)
+        segments = None
+        if q:
+            by_channel = q.get("vad_channels")
+            segments = by_channel[channel] if by_channel and channel is not None else q.get("vad_segments")
+        q_trail = trailing_silence(segments, q["duration_s"]) if q else None
+        latency = released_latency_ms(q_trail, a_lead, start)
+        paper = paper_latency_ms(q_trail, a_lead, start)
         if latency is None:
             reason = ("no question clip (audio_path)" if q is None else
                       "no speech in the question clip" if q_trail is None else
                       "no speech in the answer clip" if a_lead is None else "no answer_start_time")
             unavailable.append(f"latency_ms: {reason}")
+        elif paper is None:
+            unavailable.append("latency_paper_ms: an interrupted answer (answer_start_time < 0) is not counted, as "
+                               "the paper defines latency")
         return {"question_trailing_silence_s": q_trail, "answer_leading_silence_s": a_lead,
-                "latency_onset_ms": onset_latency_ms(a.get("vad_segments")), "latency_ms": latency}
+                "latency_onset_ms": onset_latency_ms(a.get("vad_segments")), "latency_ms": latency,
+                "latency_paper_ms": paper}
 
     def _text(self, a: dict, reference: str | None, unavailable: list[str]) -> dict:
         out: dict[str, Any] = {}
@@ -154,7 +190,7 @@ class NaturalnessScorer:
                     unavailable.append(f"wer{prefix}_{engine}: the reference is empty after {normalise} normalisation")
         return out
 
-    def _models(self, a: dict, q: dict | None, unavailable: list[str]) -> dict:
+    def _models(self, a: dict, q: dict | None, r: dict, turns: dict, unavailable: list[str]) -> dict:
         out: dict[str, Any] = {}
         if self.features.dialect is None:
             unavailable.append(f"dialect: {MISSING_MODEL['dialect']}")
@@ -166,12 +202,35 @@ class NaturalnessScorer:
         if self.features.emotion is None:
             unavailable.append(f"arousal/valence/dominance: {MISSING_MODEL['emotion']}")
         else:
-            for part, clip in (("answer", a), ("question", q)):
-                dims = (clip or {}).get("emotion") or {}
+            item, why = question_turn(r)
+            turn = turns.get(item, {}) if item else {}
+            if why or turn.get("error"):
+                unavailable.append(f"question emotion: {why or turn['error']}")
+            for part, features in (("answer", a), ("question", turn)):
+                dims = features.get("emotion") or {}
                 out.update({f"{d}_{part}": dims.get(d) for d in AVD})
-        if q is None and (self.features.dialect or self.features.emotion):
-            unavailable.append("question dialect/emotion: no question clip (audio_path)")
+        if q is None and self.features.dialect:
+            unavailable.append("question dialect: no question clip (audio_path)")
         return out
+
+
+def _channel(r: dict, speaker: str | None) -> int | None:
+    """The question clip's channel of `speaker`: its place in the authors' "spk1|spk2" (None otherwise)."""
+    names = dyad(r.get("speakers"))
+    return names.index(speaker) if speaker in names else None
+
+
+def question_turn(r: dict) -> tuple[tuple[str, float] | None, str | None]:
+    """(question clip, question start) of a row's question turn, or (None, why it has none)."""
+    start, end = r.get("context_end_time"), r.get("question_end_time")
+    if not r.get("audio_path"):
+        return None, "no question clip (audio_path)"
+    if start is None or end is None:
+        return None, "no context_end_time/question_end_time (the question turn's bounds)"
+    if end - start < MIN_QUESTION_TURN_S:
+        return None, (f"the question turn lasts {end - start:.3g} s, under {MIN_QUESTION_TURN_S} s (the authors skip "
+                      "it)")
+    return (r["audio_path"], float(start)), None
 
 
 def scoring_job(**settings: Any) -> ScoringJob:

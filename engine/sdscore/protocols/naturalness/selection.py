@@ -43,11 +43,12 @@ import soundfile as sf
 
 from sdscore import audio
 from sdscore.atomic_write import atomic_path, write_json
-from sdscore.audio.checks import check_finite, check_target_rate
+from sdscore.audio.checks import check_target_rate
 from sdscore.corpus.audio_paths import resolve_path
 from sdscore.corpus.read import load_table
 from sdscore.errors import AudioError, ManifestError, SdscoreError
 from sdscore.output_paths import check_replaceable_folder, staged_folder
+from sdscore.protocols.naturalness.channels import read_channels
 from sdscore.protocols.naturalness.dialogue_turns import (
     RELEASED,
     TURN_RULES,
@@ -393,7 +394,7 @@ def _load_channels(segments: list[Segment], sr: int) -> dict[str, np.ndarray]:
             by_file.setdefault(s.audio_path, []).append(s)
     for path, users in by_file.items():
         try:
-            waves = _read_file_channels(path, [s.channel for s in users], sr)
+            waves = read_channels(path, [s.channel for s in users], sr)
         except AudioError as error:
             raise AudioError(f"{_rows_of(segments, users[0].speaker)}: {error}") from None
         channels.update({s.speaker: w for s, w in zip(users, waves)})
@@ -410,24 +411,6 @@ def _rows_of(segments: list[Segment], speaker: str) -> str:
     own = [s for s in segments if s.speaker == speaker]
     more = f" (and {len(own) - 1} more rows of speaker {speaker!r})" if len(own) > 1 else ""
     return own[0].where() + more
-
-
-def _read_file_channels(path: str, wanted: list[int], sr: int) -> list[np.ndarray]:
-    """The wanted channels of one file, each resampled to sr by the core's resampler (as audio.load)."""
-    from sdscore._native import core
-
-    try:
-        frames, rate = sf.read(path, dtype="float32", always_2d=True)
-    except Exception as error:  # noqa: BLE001 - libsndfile reports every failure as one error type
-        reason = "no such file" if not os.path.exists(path) else f"cannot decode ({error})"
-        raise AudioError(f"{path}: {reason}") from None
-    if len(frames) == 0:
-        raise AudioError(f"{path}: no audio samples")
-    check_finite(path, frames)
-    bad = [c for c in wanted if c >= frames.shape[1]]
-    if bad:
-        raise AudioError(f"{path}: unknown channel {bad[0]} (the file has {frames.shape[1]} channel(s))")
-    return [core.resample(np.ascontiguousarray(frames[:, c]), int(rate), int(sr)) for c in wanted]
 
 
 def _sample(seconds: float, sr: int) -> int:

@@ -25,16 +25,33 @@ def trailing_silence(segments: list | None, duration: float) -> float | None:
     return max(0.0, duration - float(segments[-1][1])) if segments else None
 
 
-def speech_latency_ms(question_trailing: float | None, answer_leading: float | None,
-                      answer_start_time: float | None) -> float | None:
-    """1000 × (question trailing silence + answer leading silence + answer_start_time): from the end
-    of the question's speech to the start of the answer's; negative when the answer's speech
-    starts first. None when a clip has no speech or the start time is unknown."""
+def _speech_gap_ms(question_trailing: float | None, answer_leading: float | None,
+                   answer_start_time: float | None) -> float | None:
     if question_trailing is None or answer_leading is None or answer_start_time is None:
         return None
     if not math.isfinite(answer_start_time):
         return None
     return 1000.0 * (question_trailing + answer_leading + answer_start_time)
+
+
+def released_latency_ms(question_trailing: float | None, answer_leading: float | None,
+                        answer_start_time: float | None) -> float | None:
+    """The authors' newest definition: 1000 × (question trailing silence + answer leading silence +
+    max(answer_start_time, 0)) — an answer file that starts before the question ends counts from the
+    question's end. None when a clip has no speech or the start time is unknown."""
+    start = None if answer_start_time is None else max(answer_start_time, 0.0)
+    return _speech_gap_ms(question_trailing, answer_leading, start)
+
+
+def paper_latency_ms(question_trailing: float | None, answer_leading: float | None,
+                     answer_start_time: float | None) -> float | None:
+    """The paper's: from the end of the question's speech to the start of the answer's, 1000 ×
+    (question trailing silence + answer leading silence + answer_start_time); None for an interrupted
+    answer (answer_start_time < 0: "not counted toward the latency"), a clip without speech or an
+    unknown start time."""
+    if answer_start_time is not None and answer_start_time < 0:
+        return None
+    return _speech_gap_ms(question_trailing, answer_leading, answer_start_time)
 
 
 def interruption(answer_start_time: float | None) -> tuple[bool | None, float | None]:

@@ -1,0 +1,23 @@
+"""`sdscore eval naturalness`'s own options: which systems are half-duplex, and a LaTeX Table III."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_eval_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--half-duplex", action="append", metavar="SYSTEM",
+                        help="a system that cannot answer while the question plays (half-duplex or non-streaming): "
+                             "its interruption columns are left blank, as SPEARBench's Table III (repeat the option "
+                             "for several)")
+    parser.add_argument("--latex", metavar="TEX", help="also write Table III as a LaTeX tabular (booktabs; mean ± "
+                                                       "std, best model bold, nulls explained in footnotes)")
+
+
+def eval_settings(args: argparse.Namespace) -> dict:
+    """The keyword arguments of naturalness's evaluate_files from the parsed options (--latex checked
+    as an output: an existing file is replaced only with --overwrite)."""
+    from sdscore.cli.outputs import output_plan
+
+    latex = None if args.latex is None else output_plan(args, "sdscore eval").file(args.latex, "--latex")
+    return {"half_duplex": tuple(args.half_duplex or ()), "latex": latex}
