@@ -33,6 +33,7 @@ from sdscore.protocols.naturalness.timing import (
     released_latency_ms,
     trailing_silence,
 )
+from sdscore.runtime.compute_budget import cores
 from sdscore.runtime.scorer import ScoringJob
 from sdscore.runtime.settings import build
 
@@ -94,10 +95,15 @@ class NaturalnessScorer:
     def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
         records = rows.to_dicts()
         usable = [r for r in records if r.get("error") is None and r.get("answer_audio_path")]
-        with ThreadPoolExecutor(1) as pool:  # the question clips' VAD beside the answers' features
-            questions = pool.submit(self.features.questions, [r["audio_path"] for r in usable if r.get("audio_path")])
-            answers = self.features.answers([r["answer_audio_path"] for r in usable])
-            questions = questions.result()
+        question_paths = [r["audio_path"] for r in usable if r.get("audio_path")]
+        answer_paths = [r["answer_audio_path"] for r in usable]
+        if cores() == 1:  # a budget of one core: one after the other
+            questions, answers = self.features.questions(question_paths), self.features.answers(answer_paths)
+        else:
+            with ThreadPoolExecutor(1) as pool:  # the question clips' VAD beside the answers' features
+                pending = pool.submit(self.features.questions, question_paths)
+                answers = self.features.answers(answer_paths)
+                questions = pending.result()
         turns = self._question_turns(usable)
         out = [self._row(r, answers, questions, turns) for r in records]
         return pl.DataFrame(out, schema=RESULTS)
