@@ -16,7 +16,7 @@ from test_models_sdiareward import _AudioTextProcessor, _authors_inputs, _author
 from test_models_trl import _hf_scores
 from tiny_reward_models import build_tiny_sdiareward, build_tiny_trl
 
-import sdscore.protocols.reward.scoring as reward_scoring
+import sdscore.protocols.reward.scorer as reward_scoring
 from sdscore.cli import main
 from sdscore.protocols import registry
 from sdscore.corpus import write_manifest

@@ -150,7 +150,7 @@ def test_eval_refuses_repeated_ids_like_score(tmp_path, capsys, kind):
 
 
 def test_eval_reward_counts_each_pair_once_when_ids_are_unique(tmp_path):
-    from sdscore.protocols.reward.evaluation import run_eval
+    from sdscore.protocols.reward.evaluate import run_eval
 
     results = tmp_path / "reward.parquet"
     pl.DataFrame(_REPEATED["reward"][0]).with_columns(pl.Series("pair_id", ["p1", "p2", "p3"])).write_parquet(results)

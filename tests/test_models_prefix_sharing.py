@@ -290,7 +290,7 @@ def test_token_positions_equal_get_rope_index(tiny_dirs, clips):
 def test_cli_option_turns_sharing_off_without_changing_the_resume_settings(tiny_dirs):
     from sdscore.cli import build_parser
     from sdscore.protocols.reward.options import score_settings
-    from sdscore.protocols.reward.jobs import scoring_job
+    from sdscore.protocols.reward.scorer import scoring_job
 
     ckpt, base = tiny_dirs["mean"]
     parser = build_parser()

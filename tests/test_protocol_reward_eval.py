@@ -57,7 +57,7 @@ def test_cli_eval_reward_names_a_missing_results_file(tmp_path, capsys):
 
 
 def test_accuracy_per_category_and_source_by_hand():
-    from sdscore.protocols.reward.evaluation import evaluate_reward
+    from sdscore.protocols.reward.evaluate import evaluate_reward
 
     results = pl.DataFrame({
         "pair_id": [f"p{i}" for i in range(6)], "criterion": ["modality"] * 6, "subset": ["wild"] * 6,

@@ -20,7 +20,7 @@ from sdscore.protocols.reward import evaluate_reward
 from sdscore.protocols.reward.audio_judge import JUDGE_RESULT_SCHEMA, PairwiseAudioJudge, RewardAudioJudgeScorer
 from sdscore.protocols.reward.audio_judge_answers import parse_dialogue_choice
 from sdscore.protocols.reward.audio_judge_prompts import load_pair_prompt
-from sdscore.protocols.reward.jobs import scoring_job
+from sdscore.protocols.reward.scorer import scoring_job
 
 # --- the answer parser ----------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from sdscore.protocols.reward.settings import RewardJudgeSettings, RewardModelSe
 from sdscore.runtime.settings import Options, SettingsError, add_options, run_record, setting, volatile_names
 
 URL = "http://127.0.0.1:9/v1"
-REWARD_MODEL = "sdscore.protocols.reward.scoring:RewardPairsScorer"
+REWARD_MODEL = "sdscore.protocols.reward.scorer:RewardPairsScorer"
 REWARD_JUDGE = "sdscore.protocols.reward.audio_judge:RewardAudioJudgeScorer"
 NATURALNESS = "sdscore.protocols.naturalness.scorer:NaturalnessScorer"
 # Computed by the code before the conversion (options.score_settings + the Scorers' signatures, with
@@ -149,7 +149,7 @@ def test_an_option_of_the_other_reward_mode_is_refused():
 def test_an_unknown_keyword_names_the_valid_ones():
     from sdscore.protocols.naturalness.scorer import NaturalnessScorer
     from sdscore.protocols.reward.audio_judge import RewardAudioJudgeScorer
-    from sdscore.protocols.reward.scoring import RewardPairsScorer
+    from sdscore.protocols.reward.scorer import RewardPairsScorer
 
     with pytest.raises(SettingsError, match=r"unknown setting 'max_batches' for RewardModelSettings; valid: model, "
                                             r"base, system_prompt, backend, device, dtype, max_batch, max_tokens, "
@@ -166,7 +166,7 @@ def test_an_unknown_keyword_names_the_valid_ones():
 
 def test_the_jobs_check_types_and_choices():
     from sdscore.protocols.naturalness.scorer import scoring_job as naturalness_job
-    from sdscore.protocols.reward.jobs import scoring_job as reward_job
+    from sdscore.protocols.reward.scorer import scoring_job as reward_job
 
     with pytest.raises(SettingsError, match=r"backend must be one of \['auto', 'torch', 'onnxruntime', 'tensorrt'\], "
                                             r"got 'trt' \(a setting of RewardModelSettings\)"):

@@ -6,8 +6,7 @@ options loads no model code."""
 from sdscore.lazy_exports import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    ".evaluation": ("MARGIN_EDGES", "evaluate_files", "evaluate_reward", "run_eval"),
-    ".jobs": ("scoring_job",),
+    ".evaluate": ("MARGIN_EDGES", "evaluate_files", "evaluate_reward", "run_eval"),
     ".results": ("DEFAULT_SUBSET", "POOLED_COLUMNS", "RESULT_SCHEMA"),
-    ".scoring": ("RewardPairsScorer", "score_pairs_frame"),
+    ".scorer": ("RewardPairsScorer", "score_pairs_frame", "scoring_job"),
 })

@@ -98,7 +98,7 @@ def run_train_head(
     """
     from sdscore.models.head_only import HeadTrainConfig, save_head_only, train_head
     from sdscore.models.training import hash_split
-    from sdscore.protocols.reward.scoring import score_pairs_frame
+    from sdscore.protocols.reward.scorer import score_pairs_frame
     from sdscore.runtime.reward.episode_scorer import RewardScorer
 
     head_config = HeadTrainConfig(**_options(HeadTrainConfig, config))

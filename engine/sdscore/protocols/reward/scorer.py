@@ -1,8 +1,8 @@
 """reward scoring: preference pairs → rewards of both episodes, as one results row per pair.
 
 The rows have results.py's columns. `RewardPairsScorer` is the protocol's Scorer (runtime/scorer.py):
-the runtime streams the manifest through it; jobs.py's `scoring_job` chooses it, or with
-judge="openai" audio_judge.RewardAudioJudgeScorer (an audio LLM's pairwise choice).
+the runtime streams the manifest through it; `scoring_job` (the ScoringJob of `sdscore score reward`)
+chooses it, or with judge="openai" audio_judge.RewardAudioJudgeScorer (an audio LLM's pairwise choice).
 """
 
 from __future__ import annotations
@@ -13,9 +13,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from sdscore.llm_judges.scoring_jobs import judge_job
 from sdscore.progress import Progress
+from sdscore.protocols.reward.audio_judge import RewardAudioJudgeScorer
 from sdscore.protocols.reward.results import DEFAULT_SUBSET, POOLED_COLUMNS, RESULT_SCHEMA
 from sdscore.protocols.reward.settings import RewardModelSettings
+from sdscore.protocols.reward.spec import SPEC
+from sdscore.runtime.scorer import ScoringJob
 from sdscore.runtime.settings import build
 
 
@@ -87,8 +91,6 @@ def score_pairs_frame(pairs: pl.DataFrame, scorer, store_pooled: bool = False,
     return _results_frame(pairs, chosen_r, rejected_r, errors, warnings, pooled)
 
 
-
-
 class RewardPairsScorer:
     """The reward protocol's Scorer: loads the reward model once, scores batches of pair rows.
 
@@ -113,3 +115,30 @@ class RewardPairsScorer:
 
     def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
         return score_pairs_frame(rows, self.scorer, self.store_pooled)
+
+
+def scoring_job(**settings: Any) -> ScoringJob:
+    """The ScoringJob of `sdscore score reward` (settings: RewardModelSettings, or with judge="openai"
+    RewardJudgeSettings, the zero-shot audio-LLM baseline; checked by the job: SettingsError)."""
+    from sdscore.checkpoint_files import resolve_device
+    from sdscore.models.pretrained import default_model_dir
+
+    settings = {k: v for k, v in settings.items() if v is not None}
+    judge = settings.pop("judge", "reward-model")
+    if judge == "openai":
+        return _audio_judge_job(settings)
+    if judge != "reward-model":
+        raise ValueError(f"unknown reward judge {judge!r}; expected 'reward-model' or 'openai'")
+    resolve_device(settings.get("device", "auto"))  # a device that is not there stops the run before any work
+    settings["model"] = os.path.abspath(settings.get("model") or default_model_dir())
+    for name in ("base", "system_prompt"):
+        if name in settings:
+            settings[name] = os.path.abspath(settings[name])
+    # RewardModelSettings marks how the work is split (share_prefixes, num_threads) volatile: a resumed run may
+    # differ in it
+    return ScoringJob(SPEC, RewardPairsScorer, settings, model_dir=settings["model"])
+
+
+def _audio_judge_job(settings: dict[str, Any]) -> ScoringJob:
+    """The job of the audio-LLM judge; built once here so that a usage error stops the run before any pair."""
+    return judge_job(SPEC, RewardAudioJudgeScorer, settings)
