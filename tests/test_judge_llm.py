@@ -35,7 +35,7 @@ from sdscore.protocols.judge import (
 )
 from sdscore.protocols.judge.blueprint_view import trace_view
 from sdscore.protocols.judge.interface import instruction_of
-from sdscore.protocols.judge.protocol import results_settings
+from sdscore.protocols.judge.results import results_settings
 
 
 def _server_judge(server, mode="blueprint", **kwargs) -> LLMJudge:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from sdscore.progress import Progress
-from sdscore.protocols.judge.protocol import run_eval
+from sdscore.protocols.judge.evaluate import run_eval
 from sdscore.protocols.judge.scorer import scoring_job
 from sdscore.runtime.run import score_manifest
 from sdscore.runtime.sharded_output import parts_folder

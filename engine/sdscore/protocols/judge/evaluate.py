@@ -1,6 +1,6 @@
-"""The judge protocol: score pairs with a judge and fuse (score_judge), compare judges with the
-human labels (evaluate_judges), and the file-to-file evaluation the CLI calls (run_eval); the
-Scorer that `sdscore score judge` streams a manifest through is in judge/scorer.py.
+"""The judge protocol's evaluation: compare judges with the human labels (evaluate_judges), and the
+file-to-file evaluation the CLI calls (run_eval, evaluate_files); scoring (score_judge and the Scorer
+that `sdscore score judge` streams a manifest through) is in judge/scorer.py, the judges in judges.py.
 
 Statistics: accuracy counts an errored row as wrong; κ, confusion matrices and probes use the rows
 that have a prediction; a dimension without human labels gets None. overall_ci95 is a seeded paired
@@ -26,9 +26,6 @@ import polars as pl
 
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
-from sdscore.errors import JudgeError
-from sdscore.llm_judges.client import judge_client
-from sdscore.llm_judges.reply_error import ReplyError
 from sdscore.metrics.agreement import (
     THREE_WAY_LABELS,
     TIE,
@@ -38,147 +35,16 @@ from sdscore.metrics.agreement import (
     mcnemar_p,
     paired_bootstrap_ci,
 )
-from sdscore.metrics.fusion import FUSION_RULES, JUDGE_LABELS, fuse
-from sdscore.protocols.judge.interface import (
-    DIMENSIONS,
-    Judge,
-    JudgeItem,
-    Progress,
-    Verdict,
-)
-from sdscore.protocols.judge.llm_judge import LLMJudge
+from sdscore.metrics.fusion import JUDGE_LABELS
+from sdscore.protocols.judge.interface import DIMENSIONS
 from sdscore.protocols.judge.overall_replies import LABEL_MODES, ORIGINAL_LABELS
 from sdscore.protocols.judge.probes import (
     ablation_flip_rates,
     attribution,
     content_counterfactual,
 )
-from sdscore.protocols.judge.prompts import load_prompt
-from sdscore.protocols.judge.rule_judge import RuleBaselineJudge
-from sdscore.protocols.judge.settings import JudgeSettings, LlmJudgeSettings, RuleJudgeSettings
+from sdscore.protocols.judge.results import LABEL_COLUMNS, PRED_COLUMNS, RESULT_SCHEMA, check_fusion, results_settings
 from sdscore.protocols.judge.spec import SPEC
-from sdscore.runtime.provenance import read_provenance
-
-LABEL_COLUMNS = (*DIMENSIONS, "overall")
-PRED_COLUMNS = tuple(f"{name}_pred" for name in LABEL_COLUMNS)
-RESULT_SCHEMA = pl.Schema(
-    {
-        "item_id": pl.String,
-        **dict.fromkeys(PRED_COLUMNS, pl.String),
-        "reasoning": pl.String,
-        "cost": pl.Float64,
-        "error": pl.String,
-    }
-)
-#: an LLM judge's results also keep, on a row whose reply never parsed, the last reply's text
-RAW_REPLY = "raw_reply"
-
-
-def _column(frame: pl.DataFrame, name: str) -> list:
-    return frame.get_column(name).to_list() if name in frame.columns else [None] * frame.height
-
-
-def _blueprint(blueprints: Mapping[str, dict] | None, path: str | None, role: str) -> dict | None:
-    """The blueprint of path; JudgeError when one is needed but missing or failed."""
-    if blueprints is None or path is None:
-        return None
-    blueprint = blueprints.get(path)
-    if blueprint is None:
-        raise JudgeError(f"no blueprint for the {role} ({path})")
-    if blueprint.get("error"):
-        raise JudgeError(f"the {role}'s blueprint failed: {blueprint['error']}")
-    return blueprint
-
-
-def judge_items(
-    frame: pl.DataFrame, judge: Judge, blueprints: Mapping[str, dict] | None
-) -> list[JudgeItem | JudgeError]:
-    """JudgeItems from a JUDGE_ITEMS frame with the blueprints the judge needs, looked up by audio path;
-    a needed blueprint that is missing or failed becomes the row's error."""
-    responses = blueprints if judge.needs_blueprints else None
-    instructions = blueprints if judge.needs_instruction_blueprint else None
-    out: list[JudgeItem | JudgeError] = []
-    columns = ("item_id", "audio1_path", "audio2_path", "instruction_text", "instruction_path", "error")
-    for item_id, audio1, audio2, text, instruction_path, error in zip(*(_column(frame, c) for c in columns)):
-        if error is not None:  # the manifest reader refused the row
-            out.append(JudgeError(f"item {item_id}: {error}"))
-            continue
-        try:
-            out.append(
-                JudgeItem(
-                    item_id=str(item_id),
-                    audio1_path=audio1,
-                    audio2_path=audio2,
-                    instruction_text=text,
-                    instruction_path=instruction_path,
-                    blueprint1=_blueprint(responses, audio1, "response 1"),
-                    blueprint2=_blueprint(responses, audio2, "response 2"),
-                    instruction_blueprint=_blueprint(instructions, instruction_path, "instruction"),
-                )
-            )
-        except JudgeError as error:
-            out.append(JudgeError(f"item {item_id}: {error}"))
-    return out
-
-
-def blueprint_paths(frame: pl.DataFrame, judge: Judge) -> list[str]:
-    """The distinct audio files whose blueprints the judge needs, in first-seen order."""
-    columns = ["audio1_path", "audio2_path"] if judge.needs_blueprints else []
-    if judge.needs_instruction_blueprint:
-        columns.append("instruction_path")
-    if "error" in frame.columns:  # rows the manifest reader refused need nothing
-        frame = frame.filter(pl.col("error").is_null())
-    paths = [p for c in columns for p in _column(frame, c) if p]
-    return list(dict.fromkeys(paths))
-
-
-def check_fusion(fusion: str) -> None:
-    if fusion not in FUSION_RULES:
-        raise ValueError(f"unknown fusion rule {fusion!r}; expected one of {list(FUSION_RULES)}")
-
-
-def score_judge(
-    frame: pl.DataFrame,
-    judge: Judge,
-    fusion: str = "speakbench",
-    blueprints: Mapping[str, dict] | None = None,
-    progress: Progress | None = None,
-) -> pl.DataFrame:
-    """One row per input row: C/VQ/P labels, fused overall (or the judge's own overall label in the
-    original-label mode, C/VQ/P null), reasoning, cost, error, for an LLM judge raw_reply (the reply of
-    a row whose reply did not parse), and the manifest's label columns; blueprints (audio path →
-    blueprint) are built with build_blueprints when not given."""
-    check_fusion(fusion)
-    if blueprints is None and (judge.needs_blueprints or judge.needs_instruction_blueprint):
-        from sdscore.features.blueprint import build_blueprints
-
-        paths = blueprint_paths(frame, judge)
-        blueprints = dict(zip(paths, build_blueprints(paths)))
-    items = judge_items(frame, judge, blueprints)
-    ready = [item for item in items if isinstance(item, JudgeItem)]
-    verdicts = judge.judge_many(ready, progress) if ready else []
-    if len(verdicts) != len(ready):
-        raise JudgeError(f"judge {judge.name} returned {len(verdicts)} verdicts for {len(ready)} items")
-    given = iter(verdicts)
-    results: list[Verdict | JudgeError] = [next(given) if isinstance(i, JudgeItem) else i for i in items]
-    schema = RESULT_SCHEMA
-    if getattr(judge, "keeps_replies", False):
-        schema = pl.Schema({**RESULT_SCHEMA, RAW_REPLY: pl.String})
-    rows: dict[str, list] = {name: [] for name in schema}
-    for item_id, result in zip(_column(frame, "item_id"), results):
-        rows["item_id"].append(None if item_id is None else str(item_id))
-        if isinstance(result, Verdict):
-            labels = (result.content, result.voice_quality, result.paralinguistics)
-            overall = result.overall if result.overall is not None else fuse(*labels, rule=fusion)
-            values = [*labels, overall, result.reasoning, result.cost, None, None]
-        else:
-            raw = result.raw if isinstance(result, ReplyError) else None
-            values = [None] * 6 + [str(result) or type(result).__name__, raw]
-        for name, value in zip(list(schema)[1:], values):
-            rows[name].append(value)
-    out = pl.DataFrame(rows, schema=schema)
-    labels = [name for name in LABEL_COLUMNS if name in frame.columns]
-    return out.with_columns(frame.select(labels).cast(pl.String)) if labels else out
 
 
 def _correct(truth: np.ndarray, pred: np.ndarray) -> np.ndarray:
@@ -382,39 +248,6 @@ def evaluate_judges(
         "mcnemar": mcnemar,
         "cost": cost_table,
     }
-
-
-def make_judge(settings: JudgeSettings | None = None) -> RuleBaselineJudge | LLMJudge:
-    """The judge of `settings` (judge/settings.py; None: the rule baseline's defaults): RuleJudgeSettings →
-    the rule baseline; LlmJudgeSettings → an LLM judge at an OpenAI-compatible endpoint (base_url, else
-    SDSCORE_JUDGE_BASE_URL / OPENAI_BASE_URL; replies cached under cache_dir/replies; max_audio_seconds
-    caps the files an audio-mode judge sends). Build the settings with `judge_settings(judge, **keywords)`
-    to check keywords, or construct the class. The Scorer-level settings (fusion, pitch) are read by
-    JudgeScorer, not here."""
-    if settings is None:
-        settings = RuleJudgeSettings()
-    if isinstance(settings, LlmJudgeSettings):
-        client = judge_client(settings.model, settings.base_url, concurrency=settings.concurrency,
-                              cache_dir=settings.cache_dir, timeout_s=settings.timeout_s, prices=settings.prices)
-        try:
-            prompt = load_prompt(settings.mode, None if settings.prompt_file is None else str(settings.prompt_file),
-                                 settings.labels)
-            return LLMJudge(client, settings.mode, prompt, settings.instruction_source, name=f"llm-{settings.mode}",
-                            max_audio_seconds=settings.max_audio_seconds, labels=settings.labels,
-                            drop_groups=settings.drop_groups)
-        except Exception:
-            client.close()
-            raise
-    if isinstance(settings, RuleJudgeSettings):
-        return RuleBaselineJudge(instruction_source=settings.instruction_source)
-    raise TypeError(f"make_judge takes RuleJudgeSettings or LlmJudgeSettings (judge_settings(judge, **keywords) "
-                    f"builds one), got {type(settings).__name__}")
-
-
-def results_settings(path: str | os.PathLike) -> dict[str, Any]:
-    """The settings a results file was scored with (its run provenance; {} for files written otherwise)."""
-    settings = read_provenance(path).get("settings")
-    return settings if isinstance(settings, dict) else {}
 
 
 def run_eval(
