@@ -20,7 +20,7 @@ import pytest
 
 import sdscore.audio
 from sdscore.protocols.consistency.choices import EMBEDDER_THRESHOLDS, METHODS
-from sdscore.protocols.consistency.protocol import check_method
+from sdscore.protocols.consistency.scorer import check_method
 
 VOICES = Path(__file__).parent / "data" / "real" / "voices"
 MAX_ERROR = 0.25  # held-out FRR and FAR at the default, each
@@ -85,7 +85,7 @@ def test_defaults_per_embedder_and_method_and_an_explicit_threshold_wins():
 
 
 def test_the_threshold_in_force_is_recorded_for_resume():
-    from sdscore.protocols.consistency.jobs import scoring_job
+    from sdscore.protocols.consistency.scorer import scoring_job
 
     assert scoring_job(embedder="ge2e", method="pairwise").settings["threshold"] == 0.56
     assert scoring_job(embedder="ecapa", method="pairwise", model_dir="/tmp").settings["threshold"] == 0.4

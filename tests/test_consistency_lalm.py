@@ -28,7 +28,7 @@ from sdscore.protocols.consistency import (
     run_eval,
     score_consistency,
 )
-from sdscore.protocols.consistency.lalm_scorer import LalmConsistencyScorer
+from sdscore.protocols.consistency.scorer import LalmConsistencyScorer
 
 TONES = {"t": 220.0, "alt": 440.0, "ref": 220.0, "s1": 220.0, "s2": 500.0, "s3": 300.0,
          "t2": 220.0, "t3": 220.0}

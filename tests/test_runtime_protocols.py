@@ -28,7 +28,7 @@ PROTOCOLS = {
 #: Scorer class each protocol's `score` runs (interrupted midway by the end-to-end test)
 SCORERS = {
     "reward": "sdscore.protocols.reward.scorer:RewardPairsScorer",
-    "consistency": "sdscore.protocols.consistency.protocol:ConsistencyScorer",
+    "consistency": "sdscore.protocols.consistency.scorer:ConsistencyScorer",
     "judge": "sdscore.protocols.judge.scorer:JudgeScorer",
     "naturalness": "sdscore.protocols.naturalness.scorer:NaturalnessScorer",
 }

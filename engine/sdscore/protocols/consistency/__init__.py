@@ -7,11 +7,11 @@ options loads no model code."""
 from sdscore.lazy_exports import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    ".evaluation": ("compare_runs", "evaluate_consistency", "evaluate_files", "format_table", "option_summary",
-                    "run_eval"),
-    ".jobs": ("scoring_job",),
+    ".evaluate": ("SWEEP", "compare_runs", "evaluate_consistency", "evaluate_files", "format_table",
+                  "option_summary", "run_eval", "sweep_thresholds"),
+    ".choices": ("METHODS",),
     ".lalm_judge": ("LalmConsistencyJudge",),
     ".lalm_prompts": ("load_consistency_prompt",),
-    ".protocol": ("METHODS", "RESULTS", "SWEEP", "ConsistencyScorer", "check_method", "flag_turns",
-                  "prepare_consistency", "score_consistency", "sweep_thresholds"),
+    ".scorer": ("RESULTS", "ConsistencyScorer", "LalmConsistencyScorer", "check_method", "flag_turns",
+                "prepare_consistency", "score_consistency", "scoring_job"),
 })

@@ -16,9 +16,10 @@ import polars as pl
 
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
-from sdscore.metrics.consistency import consistency_summary
+from sdscore.metrics.consistency import consistency_summary, detection_accuracy, localization_summary
 from sdscore.metrics.position_bias import order_agreement, position_bias, position_shares
-from sdscore.protocols.consistency.protocol import RESULTS, sweep_thresholds
+from sdscore.protocols.consistency.choices import METHODS
+from sdscore.protocols.consistency.scorer import RESULTS, flag_turns
 from sdscore.protocols.consistency.spec import SPEC
 
 #: Table 2's headline columns: (table name, path into the metrics)
@@ -29,6 +30,38 @@ TABLE_COLUMNS = (
     ("ndcg@2", ("discrimination", "ndcg@2")), ("exact_match", ("discrimination", "exact_match")),
     ("position_bias", ("options", "position_bias")),
 )
+
+#: Thresholds of the sensitivity sweep (SpeakerSleuth Appendix B.2).
+SWEEP = tuple(round(0.1 * k, 1) for k in range(1, 8))
+
+
+def _method_of(results: pl.DataFrame) -> str:
+    methods = results["method"].drop_nulls().unique().to_list() if "method" in results.columns else []
+    if len(methods) != 1 or methods[0] not in METHODS:
+        raise ValueError(f"results must come from one scoring method of {', '.join(METHODS)}, got {methods}")
+    return methods[0]
+
+
+def sweep_thresholds(results: pl.DataFrame, thresholds=SWEEP) -> pl.DataFrame:
+    """Detection accuracy and localization per threshold, re-deciding from the stored turn_scores.
+
+    One row per threshold: threshold, S1, S2, S3, balanced (detection accuracy) and the
+    localization keys (S1_f1, S2_precision, ..., balanced_f1). Nothing is re-embedded.
+    """
+    method = _method_of(results)
+    rows = results.filter(
+        (pl.col("task") == "detection") & pl.col("error").is_null() & pl.col("turn_scores").is_not_null()
+    )
+    if rows.height == 0:
+        raise ValueError("no scored detection rows to sweep (every row has an error or no turn_scores)")
+    scores, scenarios, truth = rows["turn_scores"].to_list(), rows["scenario"], rows["true_turns"]
+    table = []
+    for threshold in thresholds:
+        flagged = [flag_turns(s, method, float(threshold)) for s in scores]
+        detection = detection_accuracy(scenarios, [bool(f) for f in flagged])
+        localization = localization_summary(scenarios, flagged, truth)
+        table.append({"threshold": float(threshold), **detection, **localization})
+    return pl.DataFrame(table)
 
 
 def option_summary(results: pl.DataFrame) -> dict | None:

@@ -5,15 +5,17 @@ one batched and cached pass. score: one `group_cosine` call gives every turn's s
 mean cosine to the other turns, flagged below the threshold; centroid: cosine distance to the
 turns' centroid, flagged above it; reference: cosine to the reference clip, flagged below it);
 a detection row is inconsistent iff a turn is flagged. One `score_candidates` call ranks each
-discrimination row's candidates (best first; for centroid, the smallest distance). evaluate:
-SpeakerSleuth's metrics (sdscore.metrics.consistency), and a threshold sweep over the same scores.
-`ConsistencyScorer` is the embedding methods' Scorer (runtime/scorer.py) for `sdscore score consistency`;
-the LALM judge's is in lalm_scorer.py, evaluation in evaluation.py.
+discrimination row's candidates (best first; for centroid, the smallest distance). evaluate
+(evaluate.py): SpeakerSleuth's metrics (sdscore.metrics.consistency), and a threshold sweep over the
+same scores.
+The Scorers (runtime/scorer.py) of `sdscore score consistency`: `ConsistencyScorer`, the embedding
+methods', and `LalmConsistencyScorer`, an LALM judge's (lalm_judge.py); `scoring_job` chooses one.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -23,19 +25,22 @@ import torch
 from sdscore import kernels
 from sdscore.corpus import CONSISTENCY_INSTANCES
 from sdscore.features.speaker import SpeakerEmbedder
-from sdscore.metrics.consistency import (
-    detection_accuracy,
-    localization_summary,
-)
+from sdscore.llm_judges.client import judge_client
+from sdscore.llm_judges.scoring_jobs import judge_job
 from sdscore.progress import Progress
 from sdscore.protocols.consistency.choices import EMBEDDER_THRESHOLDS, METHODS
-from sdscore.protocols.consistency.settings import ConsistencySettings
+from sdscore.protocols.consistency.lalm_judge import LalmConsistencyJudge
+from sdscore.protocols.consistency.settings import ConsistencySettings, LalmConsistencySettings
+from sdscore.protocols.consistency.spec import SPEC
+from sdscore.runtime.scorer import ScoringJob
 from sdscore.runtime.settings import build
 
+#: the judges of `sdscore score consistency --judge`
+JUDGES = ("embedding", "openai")
+#: the method column of an LALM judge's rows
+LALM_METHOD = "lalm"
 #: the kernels' output each method reads
 _KERNEL_OUTPUT = {"pairwise": "pairwise", "centroid": "centroid", "centroid-raw": "centroid", "reference": "reference"}
-#: Thresholds of the sensitivity sweep (SpeakerSleuth Appendix B.2).
-SWEEP = tuple(round(0.1 * k, 1) for k in range(1, 8))
 RESULTS = pl.Schema({
     "task": pl.String,
     "instance_id": pl.String,
@@ -63,7 +68,6 @@ RESULTS = pl.Schema({
     "cost": pl.Float64,
     "error": pl.String,
 })
-
 
 
 def check_method(method: str, threshold: float | None, embedder: str | None = None) -> float:
@@ -225,35 +229,6 @@ def score_consistency(
     return pl.DataFrame(out, schema=RESULTS)
 
 
-def _method_of(results: pl.DataFrame) -> str:
-    methods = results["method"].drop_nulls().unique().to_list() if "method" in results.columns else []
-    if len(methods) != 1 or methods[0] not in METHODS:
-        raise ValueError(f"results must come from one scoring method of {', '.join(METHODS)}, got {methods}")
-    return methods[0]
-
-
-def sweep_thresholds(results: pl.DataFrame, thresholds=SWEEP) -> pl.DataFrame:
-    """Detection accuracy and localization per threshold, re-deciding from the stored turn_scores.
-
-    One row per threshold: threshold, S1, S2, S3, balanced (detection accuracy) and the
-    localization keys (S1_f1, S2_precision, ..., balanced_f1). Nothing is re-embedded.
-    """
-    method = _method_of(results)
-    rows = results.filter(
-        (pl.col("task") == "detection") & pl.col("error").is_null() & pl.col("turn_scores").is_not_null()
-    )
-    if rows.height == 0:
-        raise ValueError("no scored detection rows to sweep (every row has an error or no turn_scores)")
-    scores, scenarios, truth = rows["turn_scores"].to_list(), rows["scenario"], rows["true_turns"]
-    table = []
-    for threshold in thresholds:
-        flagged = [flag_turns(s, method, float(threshold)) for s in scores]
-        detection = detection_accuracy(scenarios, [bool(f) for f in flagged])
-        localization = localization_summary(scenarios, flagged, truth)
-        table.append({"threshold": float(threshold), **detection, **localization})
-    return pl.DataFrame(table)
-
-
 class ConsistencyScorer:
     """The consistency protocol's Scorer: one speaker embedder (loaded once), one method.
 
@@ -270,3 +245,70 @@ class ConsistencyScorer:
 
     def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
         return score_consistency(rows, self.embedder, self.method, self.threshold)
+
+
+class LalmConsistencyScorer:
+    """The Scorer of an LALM judge (`sdscore score consistency --judge openai`): the same RESULTS columns
+    as the embedding methods (method "lalm", model the judge's), so `sdscore eval consistency` puts both
+    kinds of run in one table; threshold and scores stay null.
+
+    Settings: LalmConsistencySettings (task, reference, text_context, per_turn, permutations, seed, and the
+    endpoint, cache, parallelism, deadline and audio limits of AudioJudgeConfig)."""
+
+    settings_class = LalmConsistencySettings
+
+    def __init__(self, *args: Any, **settings: Any):
+        """Positional settings fill model, base_url; see LalmConsistencySettings (checked: SettingsError)."""
+        s = build(LalmConsistencySettings, *args, **settings)
+        client = judge_client(s.model, s.base_url, concurrency=s.concurrency, cache_dir=s.cache_dir,
+                              timeout_s=s.timeout_s, prices=s.prices, json_mode=False)
+        try:
+            self.judge = LalmConsistencyJudge(
+                client, s.task, reference=s.reference, text_context=s.text_context, per_turn=s.per_turn,
+                permutations=s.permutations, seed=s.seed,
+                prompt_file=None if s.prompt_file is None else str(s.prompt_file), audio_rate=s.audio_rate,
+                max_request_bytes=s.max_request_bytes, max_audio_seconds=s.max_audio_seconds or None,
+            )
+        except Exception:
+            client.close()
+            raise
+        self.model = s.model
+
+    def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
+        frame = with_manifest_columns(rows)
+        records = frame.select(*CONSISTENCY_INSTANCES.names(), "error").to_dicts()
+        for record in records:
+            if record["error"] is None and record["task"] == "discrimination":
+                record["error"] = candidate_problem(record["candidate_scenarios"] or [], record["candidate_relevances"])
+        judged = self.judge.score(records)
+        out = []
+        for row, result in zip(records, judged):
+            out.append({
+                "task": row["task"], "instance_id": row["instance_id"], "dataset": row["dataset"],
+                "scenario": row["scenario"], "method": LALM_METHOD, "threshold": None, "true_turns": row["true_turns"],
+                "model": self.model, "candidate_labels": row["candidate_scenarios"],
+                "candidate_relevances": row["candidate_relevances"], **result,
+            })
+        return pl.DataFrame(out, schema=RESULTS)
+
+    def close(self) -> None:
+        self.judge.client.close()
+
+
+def scoring_job(**settings: Any) -> ScoringJob:
+    """The job for ConsistencyScorer's settings, or with judge="openai" LalmConsistencyScorer's; checked up
+    front (an LALM judge is built once and closed, so a usage error stops the run before any scoring)."""
+    settings = {k: v for k, v in settings.items() if v is not None}
+    judge = settings.pop("judge", "embedding")
+    if judge not in JUDGES:
+        raise ValueError(f"unknown consistency judge {judge!r}; expected one of {list(JUDGES)}")
+    if judge == "openai":
+        return judge_job(SPEC, LalmConsistencyScorer, settings)
+    for name in ("model_dir", "cache_dir"):
+        if name in settings:
+            settings[name] = os.path.abspath(settings[name])
+    # the threshold in force goes into the run record, so --resume never mixes two defaults
+    settings["threshold"] = check_method(settings.get("method", "pairwise"), settings.get("threshold"),
+                                         settings.get("embedder", "ge2e"))
+    return ScoringJob(SPEC, ConsistencyScorer, settings, volatile=("cache_dir",),
+                      model_dir=settings.get("model_dir"))
