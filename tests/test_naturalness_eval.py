@@ -21,7 +21,7 @@ from sdscore.metrics.naturalness import (
     speaker_normalise,
 )
 from sdscore.cli import main
-from sdscore.protocols.naturalness.evaluation import (
+from sdscore.protocols.naturalness.evaluate import (
     evaluate_files,
     evaluate_naturalness,
     format_table,

@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 from sdscore.audio import load
 from sdscore.manifests import read_manifest
-from sdscore.protocols.naturalness.evaluation import speaker_normalised
+from sdscore.protocols.naturalness.evaluate import speaker_normalised
 from sdscore.protocols.naturalness.results import RESULTS
 from sdscore.protocols.naturalness.scorer import NaturalnessScorer, asker, question_turn
 from sdscore.protocols.naturalness.selection import select_dialogues

@@ -16,14 +16,14 @@ __getattr__, __dir__, _ = lazy_exports(__name__, {
 
 def evaluate_files(results, out_json, *, plot=None, seed: int = 0, half_duplex=(), latex=None) -> dict:
     """`sdscore eval naturalness` (the registry's uniform signature, and eval_options.py's options)."""
-    from sdscore.protocols.naturalness.evaluation import evaluate_files as run
+    from sdscore.protocols.naturalness.evaluate import evaluate_files as run
 
     return run(results, out_json, plot=plot, seed=seed, half_duplex=half_duplex, latex=latex)
 
 
 def format_table(metrics: dict) -> str:
     """Table III of `evaluate_files`' metrics as plain text."""
-    from sdscore.protocols.naturalness.evaluation import format_table as table
+    from sdscore.protocols.naturalness.evaluate import format_table as table
 
     return table(metrics)
 

@@ -21,7 +21,7 @@ def run(corpus: Path, out: Path, progress: Progress) -> dict:
     """Dialogue selection from the synthetic conversations → score → Table III per system, together
     with the two-system items (human answers and a half-duplex robotic model)."""
     from sdscore.protocols.naturalness import scoring_job
-    from sdscore.protocols.naturalness.evaluation import evaluate_files, format_table
+    from sdscore.protocols.naturalness.evaluate import evaluate_files, format_table
     from sdscore.protocols.naturalness.selection import select_dialogues
     from sdscore.synth.conversations import CONVERSATIONS_TABLE
     from sdscore.synth.naturalness_items import SYSTEMS

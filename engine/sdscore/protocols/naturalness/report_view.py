@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from sdscore.protocols.naturalness.evaluation import TABLE_COLUMNS
+from sdscore.protocols.naturalness.evaluate import TABLE_COLUMNS
 from sdscore.report.html.elements import Figure, Note, Table, format_value, metric, text
 from sdscore.report.html.embedding import png_file_uri
 from sdscore.report.html.items import extreme_items, failed_items
@@ -42,7 +42,7 @@ def _figures(ctx: ViewContext) -> list:
     listed = ctx.metrics.get("figures") or {}
     paths = {name: Path(entry["path"]) for name, entry in listed.items() if entry.get("path")}
     if not paths or not all(p.is_file() for p in paths.values()):
-        from sdscore.protocols.naturalness.evaluation import evaluate_files
+        from sdscore.protocols.naturalness.evaluate import evaluate_files
 
         with tempfile.TemporaryDirectory(prefix="sdscore-report-") as folder:
             redrawn = evaluate_files([p for p, _ in ctx.results], Path(folder) / "metrics.json",
