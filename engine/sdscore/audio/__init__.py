@@ -3,7 +3,9 @@
 Backends: ``native`` (the compiled core: WAV decode + polyphase resampler on threads that drop
 the GIL; other containers through soundfile), ``soundfile`` and ``dali``. Items given a slice
 (offset/duration in seconds) are read by seeking with soundfile (see ``sdscore.audio.slices``),
-whatever the backend; whole-file items go through the chosen backend.
+whatever the backend; whole-file items go through the chosen backend. Objects on a store
+(``s3://``, ``gs://``; ``file://`` is a local path) are fetched whole and decoded from memory, or
+for a slice read by ranged requests of its bytes only (``sdscore.audio.remote_audio``).
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sdscore import storage
 from sdscore.audio.backends import BACKEND_ENV, BACKENDS, resolve_backend
 from sdscore.audio.batch import AudioBatch
 from sdscore.audio.checks import check_target_rate, resolve_max_seconds
+from sdscore.audio.remote_audio import decode_objects, local_or_uri
 from sdscore.audio.slices import decode_slices, is_whole_file, slice_arguments
 from sdscore.errors import AudioError
 from sdscore.ragged import pack
@@ -31,7 +35,8 @@ def load_many(
     offsets: Sequence[float | None] | None = None,
     durations: Sequence[float | None] | None = None,
 ) -> AudioBatch:
-    """Load many files into one AudioBatch; a bad file records its error and the rest load.
+    """Load many files (local paths, file://, s3:// or gs:// URIs) into one AudioBatch; a bad file
+    records its error and the rest load.
 
     num_threads defaults to the compute budget's cores() (sdscore.runtime.compute_budget); max_seconds caps each item's duration (default:
     $SDSCORE_MAX_AUDIO_SECONDS, else no cap). offsets/durations (seconds in each file's time
@@ -44,14 +49,16 @@ def load_many(
     if threads < 1:
         raise ValueError(f"num_threads must be >= 1, got {num_threads}")
     name = resolve_backend(backend)
-    paths = [os.fspath(p) for p in paths]
+    paths = [local_or_uri(p) for p in paths]
     threads = min(threads, max(1, len(paths)))
-    if offsets is None and durations is None:
+    remote = [i for i, path in enumerate(paths) if storage.is_remote(path)]
+    if offsets is None and durations is None and not remote:
         return BACKENDS[name](paths, sample_rate, threads, cap)
     starts, lengths = slice_arguments(len(paths), offsets, durations)
     sliced = [i for i in range(len(paths)) if not is_whole_file(starts[i], lengths[i])]
-    whole = [i for i in range(len(paths)) if is_whole_file(starts[i], lengths[i])]
-    if not sliced:
+    whole = [i for i in range(len(paths)) if is_whole_file(starts[i], lengths[i]) and not storage.is_remote(paths[i])]
+    objects = [i for i in remote if is_whole_file(starts[i], lengths[i])]
+    if not sliced and not objects:
         return BACKENDS[name](paths, sample_rate, threads, cap)
     waves: list[np.ndarray] = [np.zeros(0, np.float32)] * len(paths)
     errors: list[str | None] = [None] * len(paths)
@@ -59,6 +66,11 @@ def load_many(
         batch = BACKENDS[name]([paths[i] for i in whole], sample_rate, min(threads, len(whole)), cap)
         for j, i in enumerate(whole):
             waves[i], errors[i] = batch[j], batch.errors[j]
+    for i, (wave, error) in zip(objects, decode_objects([paths[i] for i in objects], sample_rate, threads, cap)):
+        waves[i], errors[i] = wave, error
+    if not sliced:
+        data, item_offsets = pack(waves)
+        return AudioBatch(data, item_offsets, errors, sample_rate)
     decoded = decode_slices([paths[i] for i in sliced], [starts[i] for i in sliced],
                             [lengths[i] for i in sliced], sample_rate, min(threads, len(sliced)), cap)
     for i, (wave, error) in zip(sliced, decoded):

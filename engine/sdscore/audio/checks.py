@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 
+from sdscore import storage
 from sdscore.errors import AudioError
 
 MAX_SAMPLE_RATE = 1_000_000
@@ -54,13 +55,23 @@ def check_decoded(path: str, frames: int, sample_rate: int, max_seconds: float) 
         raise AudioError(_over_cap_message(path, frames / sample_rate, max_seconds))
 
 
+def sound_info(path: str | os.PathLike):
+    """soundfile.info of a local file (or file:// URI), or of an object on a store (s3://, gs://)
+    from its header alone, fetched by a ranged read. Raises what soundfile or the store raise."""
+    import soundfile as sf
+
+    text = os.fspath(path)
+    if storage.is_remote(text):
+        with storage.open_ranged(text) as handle:
+            return sf.info(handle)
+    return sf.info(storage.normalize(text))
+
+
 def header_seconds(path: str) -> float | None:
     """A file's duration from its header alone (None when soundfile cannot read the header or the
     rate is not positive — decoding then says what is wrong)."""
-    import soundfile as sf
-
     try:
-        info = sf.info(path)
+        info = sound_info(path)
     except Exception:  # noqa: BLE001 - any unreadable header is the decoder's to report
         return None
     return info.frames / info.samplerate if info.samplerate > 0 else None

@@ -1,7 +1,8 @@
 """Slices of audio files: (offset, duration) in seconds, decoded from a frame range.
 
 A slice is read with libsndfile's seek + read of just its frames, so a 2 s turn of a 1 h
-recording costs 2 s of decoding (for WAV/FLAC exactly; OGG/MP3 seek inside the stream). Offsets
+recording costs 2 s of decoding (for WAV/FLAC exactly; OGG/MP3 seek inside the stream); on an
+object store (s3://, gs://) only the header and the slice's bytes are fetched (ranged reads). Offsets
 and durations are in the file's own time base and become frames by rounding half up (Lhotse's
 ``compute_num_samples``), so the slice equals ``soundfile.read(start=..., frames=...)`` there.
 """
@@ -16,7 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import soundfile as sf
 
+from sdscore import storage
 from sdscore.audio.checks import check_decoded, check_finite, format_seconds
+from sdscore.audio.remote_audio import local_or_uri
 from sdscore.audio.soundfile_backend import finish_frames, open_error
 from sdscore.errors import AudioError
 
@@ -74,10 +77,11 @@ def frame_range(path: str, offset: float, duration: float | None, rate: int, fra
 def read_slice_frames(path: str, offset: float, duration: float | None,
                       max_seconds: float = 0.0) -> tuple[np.ndarray, int]:
     """(frames [n, channels] float32, file rate) of one slice, read by seek + read; AudioError."""
-    path = os.fspath(path)
+    path = local_or_uri(path)
     check_slice(path, offset, duration)
+    remote = open_remote(path) if storage.is_remote(path) else None
     try:
-        with sf.SoundFile(path) as handle:
+        with sf.SoundFile(path if remote is None else remote) as handle:
             rate, total = int(handle.samplerate), int(handle.frames)
             if rate <= 0:
                 raise AudioError(f"{path}: sample rate {rate} Hz is invalid")
@@ -91,10 +95,34 @@ def read_slice_frames(path: str, offset: float, duration: float | None,
     except AudioError:
         raise
     except Exception as exc:  # noqa: BLE001 - libsndfile reports everything as one generic error type
+        if remote is not None:
+            raise remote_error(path, remote, exc) from None
         raise open_error(path, exc) from None
+    finally:
+        if remote is not None:
+            remote.close()
+    if remote is not None and remote.raw.failure is not None:  # a ranged read failed or came back short
+        raise AudioError(str(remote.raw.failure))
     if len(frames) == 0:
         raise AudioError(f"{path}: slice at {format_seconds(offset)} s decoded no samples")
     return frames, rate
+
+
+def open_remote(uri: str):
+    """A ranged reader over an object (sdscore.storage.open_ranged): only the bytes a slice needs are
+    fetched (the header, then its frames); AudioError naming the URI when it is missing or denied."""
+    try:
+        return storage.open_ranged(uri)
+    except storage.StorageError as error:
+        raise AudioError(str(error)) from None
+
+
+def remote_error(uri: str, remote, exc: Exception) -> AudioError:
+    """The AudioError for an object libsndfile could not read: the failed request if one failed, else
+    the decoder's words."""
+    if remote.raw.failure is not None:
+        return AudioError(str(remote.raw.failure))
+    return AudioError(f"{uri}: cannot decode ({exc})")
 
 
 def decode_slice(

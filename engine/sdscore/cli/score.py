@@ -24,9 +24,20 @@ def _positive(value: str) -> int:
     return count
 
 
+def _location(value: str) -> Path | str:
+    """A manifest argument: a local path (a file:// URI becomes one), or an s3:// / gs:// URI as text."""
+    from sdscore import storage
+
+    try:
+        text = storage.normalize(value)
+    except storage.StorageError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text if storage.is_remote(text) else Path(text)
+
+
 def _add_runtime_options(parser: argparse.ArgumentParser) -> None:
     """The runtime's options, the same for every protocol."""
-    parser.add_argument("manifest", type=Path)
+    parser.add_argument("manifest", type=_location)
     parser.add_argument("--out", required=True, help="results Parquet (one row per manifest row)")
     parser.add_argument("--workers", type=_positive, default=1,
                         help="worker processes on this machine, each with its own Scorer (with --ray: actors)")
@@ -46,11 +57,16 @@ def _add_runtime_options(parser: argparse.ArgumentParser) -> None:
     add_overwrite_option(parser)
 
 
-def _plan_score_outputs(args: argparse.Namespace) -> tuple[Path, Path | None]:
-    """Check --out, its shards and lock, and --format-out before any work; returns (out, format_out)."""
+def _plan_score_outputs(args: argparse.Namespace) -> tuple[Path | str, Path | None]:
+    """Check --out, its shards and lock, and --format-out before any work; returns (out, format_out)
+    (out: an s3:// or gs:// URI as text)."""
+    from sdscore import storage
     from sdscore.corpus.output_formats import default_destination
     from sdscore.runtime.sharded_output import parts_folder
 
+    args.out = storage.normalize(args.out) if args.out else args.out  # file:// → its path: the local policy applies
+    if storage.is_remote(args.out):
+        return _plan_object_output(args), None
     plan = output_plan(args, "sdscore score")
     finished = args.out and os.path.isfile(args.out) and not os.path.islink(args.out) \
         and not parts_folder(Path(args.out)).exists()
@@ -69,6 +85,25 @@ def _plan_score_outputs(args: argparse.Namespace) -> tuple[Path, Path | None]:
     if args.format == "scp":
         return out, plan.folder(destination, "--format-out")
     return out, plan.file(destination, "--format-out")
+
+
+def _plan_object_output(args: argparse.Namespace) -> str:
+    """Check an --out on an object store before any work: a .parquet URI, not the manifest, not an
+    existing object without --overwrite, no --format (its files are written locally: give a local --out)."""
+    from sdscore import storage
+    from sdscore.runtime.run import check_object_output
+
+    out = check_object_output(args.out, args.manifest)
+    if args.format != "parquet" or args.format_out is not None:
+        raise SdscoreError(f"{out}: --format/--format-out need a local --out; convert the results afterwards "
+                           "from a local copy")
+    if storage.exists(out) and not storage.list_files(out + ".parts"):
+        if args.resume and not args.overwrite:
+            raise SdscoreError(f"{out}: this run has already finished (no shards left to resume); "
+                               "pass --overwrite to score it again, or choose another --out")
+        if not args.overwrite:
+            raise SdscoreError(f"{out}: --out exists; pass --overwrite to replace it, or choose another path")
+    return out
 
 
 def _cmd_score(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""Resolve relative audio paths against the manifest's folder; absolute paths and URIs stay as given.
+"""Resolve relative audio paths against the manifest's folder (or its object-store prefix); absolute
+paths and URIs (file:// too: the loaders read it as its path) stay as given.
 
 Only strings change: no audio file is opened or even checked for existence here.
 """
@@ -10,6 +11,7 @@ from typing import TypeVar
 
 import polars as pl
 
+from sdscore import storage
 from sdscore.corpus.schemas import TURN, ManifestSpec, require_spec
 
 Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
@@ -20,8 +22,15 @@ _WINDOWS_DRIVE = r"^[A-Za-z]:[\\/]"
 
 
 def resolve_path(path: pl.Expr, base_dir: str) -> pl.Expr:
-    """Join a String path expression onto base_dir unless it is absolute, a URI, "~/…", empty or null."""
-    base = os.path.abspath(os.fspath(base_dir)).rstrip(os.sep) + os.sep
+    """Join a String path expression onto base_dir unless it is absolute, a URI, "~/…", empty or null.
+
+    base_dir may be an object-store URI (a manifest read from s3:// or gs://): relative paths then
+    become URIs under it."""
+    base_dir = os.fspath(base_dir)
+    if storage.is_remote(base_dir):
+        base = base_dir.rstrip("/") + "/"
+    else:
+        base = os.path.abspath(base_dir).rstrip(os.sep) + os.sep
     home = os.path.expanduser("~").rstrip(os.sep) + os.sep
     untouched = (
         path.is_null()

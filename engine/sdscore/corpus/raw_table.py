@@ -32,3 +32,5 @@ class RawTable:
     locate_rows: RowLocator = field(default=data_row_labels)
     protocol_hint: str | None = None
     format_name: str = "sdscore"
+    #: the local file or folder the rows were read from (load_table sets it: a URI's cached copy)
+    local_path: str | None = None

@@ -6,7 +6,8 @@ Lhotse cut, recording or supervision is a Lhotse manifest. The caller hands in t
 ManifestSpec, or candidate specs to choose from by the format or the columns (corpus/ never looks a
 protocol up by name: sdscore.read_manifest takes a registered protocol's name). Reading never
 decodes audio: paths are only resolved as strings (a WebDataset shard's audio members are copied out
-to files, see webdataset_format).
+to files, see webdataset_format). A manifest may also be a file:// URI or an object or folder on a
+store (s3://, gs://: see remote_manifest).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Literal
 import polars as pl
 import pyarrow as pa
 
+from sdscore import storage
 from sdscore.corpus.audio_paths import resolve_audio_paths
 from sdscore.corpus.embedded_audio import embedded_audio_to_paths
 from sdscore.corpus.hf_dataset_format import read_dataset_folder, split_files
@@ -35,6 +37,7 @@ from sdscore.corpus.native_format import (
     read_parquet,
 )
 from sdscore.corpus.raw_table import RawTable
+from sdscore.corpus.remote_manifest import fetch_manifest
 from sdscore.corpus.schemas import ManifestSpec, require_spec
 from sdscore.corpus.validate import DEFAULT_MAX_ERRORS, validate_manifest
 from sdscore.corpus.webdataset_format import read_webdataset_shard
@@ -94,37 +97,59 @@ def read_manifest(
 def load_table(path: str | os.PathLike) -> RawTable:
     """Open a manifest as read, without typing or validating it: pick the reader by suffix.
 
-    Embedded audio (HF datasets' Audio structs) becomes paths of cached files (embedded_audio)."""
-    table = _load_table(os.fspath(path))
+    path: a local path, a file:// URI, or an object or folder on a store (s3://, gs://: read from a
+    cached local copy, see remote_manifest; the table's source stays the URI and its base_dir the
+    URI's prefix). Embedded audio (HF datasets' Audio structs) becomes paths of cached files
+    (embedded_audio)."""
+    try:
+        source = storage.normalize(path)
+    except storage.StorageError as error:
+        raise ManifestError(str(error)) from None
+    if storage.is_remote(source):
+        table = _load_remote_table(source)
+    else:
+        table = dataclasses.replace(_load_table(source, source), local_path=source)
     return dataclasses.replace(table, frame=embedded_audio_to_paths(table.frame, table.source))
 
 
-def _load_table(source: str) -> RawTable:
-    if os.path.isdir(source):
-        if is_kaldi_dir(source):
-            return read_kaldi_dir(source, source)
-        return read_dataset_folder(source, source)
-    if not os.path.isfile(source):
+def _load_remote_table(uri: str) -> RawTable:
+    """Read an object-store manifest from its local copy, named by its URI in the table and errors."""
+    copy = fetch_manifest(uri)
+    try:
+        table = _load_table(copy.local, uri)
+    except ManifestError as error:
+        raise ManifestError(copy.rename(str(error))) from None
+    return dataclasses.replace(table, source=uri, base_dir=copy.to_uri(table.base_dir), local_path=copy.local)
+
+
+def _load_table(path: str, source: str) -> RawTable:
+    """Read the local file or folder at path with the reader its name or layout calls for; source
+    names it in messages."""
+    if os.path.isdir(path):
+        if is_kaldi_dir(path):
+            return read_kaldi_dir(path, source)
+        return read_dataset_folder(path, source)
+    if not os.path.isfile(path):
         raise ManifestError(f"{source}: no such file or folder")
-    base_dir = os.path.dirname(os.path.abspath(source))
-    name = Path(source).name.lower()
+    base_dir = os.path.dirname(os.path.abspath(path))
+    name = Path(path).name.lower()
     if name == WAV_SCP:
-        return read_kaldi_dir(source, source)
+        return read_kaldi_dir(path, source)
     if name.endswith((".jsonl.gz", ".ndjson.gz")):
-        if not is_lhotse_row(first_row(source, source)):
+        if not is_lhotse_row(first_row(path, source)):
             raise ManifestError(f"{source}: a gzipped JSONL manifest must be a Lhotse CutSet, RecordingSet or "
                                 "SupervisionSet; decompress other JSONL files")
-        return read_lhotse_manifest(source, source, base_dir)
-    suffix = Path(source).suffix.lower()
-    if suffix in (".jsonl", ".ndjson") and _first_line_is_lhotse(source):
-        return read_lhotse_manifest(source, source, base_dir)
+        return read_lhotse_manifest(path, source, base_dir)
+    suffix = Path(path).suffix.lower()
+    if suffix in (".jsonl", ".ndjson") and _first_line_is_lhotse(path):
+        return read_lhotse_manifest(path, source, base_dir)
     reader = _READERS.get(suffix)
     if reader is None:
         raise ManifestError(
             f"{source}: unsupported manifest type {suffix or '(no suffix)'!r}; expected "
             f"{', '.join(_READERS)}, .jsonl.gz (Lhotse), wav.scp, a Kaldi data directory or a dataset folder"
         )
-    return reader(source, source, base_dir)
+    return reader(path, source, base_dir)
 
 
 #: The files of a Kaldi data directory that read_kaldi_dir reads (the rows' content).

@@ -18,9 +18,9 @@ import polars as pl
 
 from sdscore import __version__
 from sdscore.audio import load_many
-from sdscore.audio.checks import over_cap
+from sdscore.audio.checks import over_cap, sound_info
 from sdscore.features.batched_extraction import CacheEntries, ItemFailed, extract_cached
-from sdscore.features.cache import ContentCache, cache_key, hash_file, hash_settings
+from sdscore.features.cache import ContentCache, cache_key, file_digest, hash_settings
 from sdscore.features.extract import (
     extract,
     extract_concurrently,
@@ -150,7 +150,7 @@ class BlueprintBuilder:
 
     def key(self, path: str | os.PathLike) -> str:
         """Cache key of a file: digest of its bytes and of the extractor settings."""
-        return cache_key(hash_file(path), self.settings_digest)
+        return cache_key(file_digest(path), self.settings_digest)
 
     def features(self, paths: Sequence[str | os.PathLike]) -> list[dict]:
         """The feature row of each path (extractor columns + ``error``), extracting each content once."""
@@ -190,12 +190,10 @@ def _loudness_at_file_rate(paths: Sequence[str], batch, max_seconds: float | Non
     """BS.1770 loudness columns (+ error, refused) of each file measured at its own sample rate, where
     the standard defines its K-weighting: resampling to 16 kHz first moved LUFS by 0.7 dB on a 44.1 kHz
     test signal. Files already at 16 kHz reuse `batch`; the others are decoded again, per rate."""
-    import soundfile as sf
-
     rates = []
     for i, path in enumerate(paths):
         try:
-            rates.append(int(sf.info(path).samplerate) if batch.errors[i] is None else SAMPLE_RATE)
+            rates.append(int(sound_info(path).samplerate) if batch.errors[i] is None else SAMPLE_RATE)
         except Exception:  # not readable by libsndfile (the native WAV decoder read it): measure at 16 kHz
             rates.append(SAMPLE_RATE)
     columns: list[dict | None] = [None] * len(paths)

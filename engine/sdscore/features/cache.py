@@ -4,6 +4,8 @@ Blueprint feature rows, speaker embeddings and LLM judge replies are all expensi
 fully determined by (content, settings). Each is stored under a key derived from the two digests,
 so the same audio under another path is a hit and any change of settings (extractor options,
 embedder weights, judge model or parameters) is a miss; nothing ever needs invalidating by hand.
+Audio on an object store is keyed by its URI and version instead (`file_digest`): hashing its bytes
+would mean downloading it twice.
 
 Layout: ``<root>/<namespace>/<key[:2]>/<key>.json`` (JSON objects) or ``.npy`` (float32 arrays).
 Every write goes to a temporary file in the entry's folder and is renamed over the entry
@@ -26,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from sdscore import storage
 from sdscore.atomic_write import atomic_path
 
 _CHUNK = 1 << 20  # hash files in 1 MiB reads
@@ -47,6 +50,19 @@ def hash_file(path: str | os.PathLike) -> str:
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """The digest a file's cache entries are keyed by: the hash of its bytes (hash_file) for a local
+    path or file:// URI; for an object on a store (s3://, gs://) "o" + a digest of its URI, ETag and
+    size (or mtime when the store gives no ETag) from one HEAD request, so a miss downloads the
+    object once (to decode it), not twice. The same bytes under two URIs are two entries. OSError
+    (sdscore.storage.StorageError for objects) when it cannot be read."""
+    text = os.fspath(path)
+    if storage.is_remote(text):
+        token = storage.stat(text).token()
+        return "o" + hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=_DIGEST_SIZE).hexdigest()
+    return hash_file(storage.normalize(text))
 
 
 def hash_samples(samples: np.ndarray, sample_rate: int) -> str:

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
 
+from sdscore import storage
 from sdscore.audio.slices import write_slice
 from sdscore.corpus.schemas import ManifestSpec
 from sdscore.corpus.slice_columns import duration_column, offset_column
@@ -28,7 +29,7 @@ Slice = tuple[str, float | None, float | None]
 
 def slice_file(slice_dir: str, path: str, offset: float | None, duration: float | None) -> str:
     """The staging file of one slice (named by its file, offset and duration)."""
-    key = f"{os.path.abspath(path)}|{offset!r}|{duration!r}"
+    key = f"{path if storage.scheme(path) else os.path.abspath(path)}|{offset!r}|{duration!r}"
     return os.path.join(slice_dir, hashlib.blake2b(key.encode(), digest_size=12).hexdigest() + ".wav")
 
 

@@ -1,6 +1,7 @@
 """A manifest read in row windows: at most one window of rows in memory, plus the frame of keys.
 
-The manifest is opened once (any format sdscore.corpus reads). A plain Parquet file is scanned in
+The manifest is opened once (any format sdscore.corpus reads; one on an object store through its
+cached local copy). A plain Parquet file is scanned in
 place; any other format is first streamed into a Parquet staging file, so every window is a cheap
 row-group slice. The unique-key columns of all rows are read once: they give the row count, the
 duplicate-key check across windows and the manifest's fingerprint for resume. Each window is typed,
@@ -42,9 +43,11 @@ class ManifestWindows:
         self.spec = choose_spec(table, columns, spec)
         self.protocol = self.spec.name
         self.source, self.base_dir = table.source, table.base_dir
+        self.local_path = table.local_path or self.path  # a URI's cached copy (fingerprinted for resume)
         frame = with_ids(table.frame, columns, self.spec)
-        if Path(self.path).suffix.lower() in _PARQUET and table.format_name == "sdscore" and os.path.isfile(self.path):
-            self.scan_path = self.path
+        local = self.local_path
+        if Path(local).suffix.lower() in _PARQUET and table.format_name == "sdscore" and os.path.isfile(local):
+            self.scan_path = local
         else:
             self.scan_path = os.path.join(os.fspath(staging_dir), "manifest.parquet")
             try:

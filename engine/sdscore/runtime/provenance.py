@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from sdscore import storage
 from sdscore.corpus.read import row_source_files
 
 #: Parquet key-value metadata key of a results file's provenance (JSON).
@@ -51,12 +52,16 @@ def weights_digest(model_dir: str | os.PathLike | None) -> str | None:
     return digest.hexdigest()
 
 
-def manifest_fingerprint(path: str | os.PathLike, keys_digest: str, n_rows: int) -> dict[str, Any]:
-    """The manifest's identity for resume: absolute path, a hash of its row files' bytes (see
-    content_digest), its key columns' digest and its row count."""
+def manifest_fingerprint(path: str | os.PathLike, keys_digest: str, n_rows: int,
+                         local_copy: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The manifest's identity for resume: absolute path (a URI as given), a hash of its row files'
+    bytes (see content_digest; of `local_copy` for a manifest on an object store), its key columns'
+    digest and its row count."""
+    text = os.fspath(path)
+    local = os.fspath(local_copy) if local_copy is not None else text
     return {
-        "path": os.path.abspath(path),
-        "content": content_digest(row_source_files(path), Path(path)),
+        "path": text if storage.is_remote(text) else os.path.abspath(storage.normalize(text)),
+        "content": content_digest(row_source_files(local), Path(local)),
         "keys": keys_digest,
         "rows": n_rows,
     }

@@ -5,7 +5,9 @@ work, lock the output against a second run (runtime/output_lock.py), open the ma
 windows (runtime/manifest_windows.py), open or resume the sharded output
 (runtime/sharded_output.py) under the run record (runtime/provenance.py), score the pending
 windows on an executor (runtime/executors/), write each window's results as a shard, report
-progress, and merge the shards with the run's provenance. Nothing here knows a protocol.
+progress, and merge the shards with the run's provenance. Nothing here knows a protocol. An output
+on an object store (s3://, gs://) is written by runtime/object_output.py under a lease
+(runtime/object_lock.py) instead of a local flock.
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from sdscore import storage
 from sdscore.errors import SdscoreError
 from sdscore.progress import Progress
 from sdscore.runtime.executors import Executor, make_executor
 from sdscore.runtime.manifest_windows import ManifestWindows
+from sdscore.runtime.object_lock import ObjectLock
+from sdscore.runtime.object_output import ObjectShardedOutput, recorded_object_shard_rows
 from sdscore.runtime.output_lock import OutputLock
 from sdscore.runtime.provenance import manifest_fingerprint, now, run_provenance, weights_digest
 from sdscore.runtime.scorer import ScoringJob
@@ -40,7 +45,7 @@ OUTPUT_SUFFIXES = (".parquet", ".pq")
 class RunSummary:
     """What a run wrote: the output, its rows and failed rows, the shards scored now, wall time."""
 
-    out: Path
+    out: Path | str  # a str for an object-store URI
     rows: int
     failed: int
     scored_shards: int
@@ -48,8 +53,13 @@ class RunSummary:
     seconds: float
 
 
-def check_output_path(out: str | os.PathLike, manifest: str | os.PathLike) -> Path:
-    """Refuse an output path that would fail after the scoring, or overwrite the input, up front."""
+def check_output_path(out: str | os.PathLike, manifest: str | os.PathLike) -> Path | str:
+    """Refuse an output path that would fail after the scoring, or overwrite the input, up front.
+
+    A file:// URI is its local path; an object-store URI (s3://, gs://) is returned as given."""
+    out = storage.normalize(out)
+    if storage.is_remote(out):
+        return check_object_output(out, manifest)
     out = Path(out)
     if out.suffix.lower() not in OUTPUT_SUFFIXES:
         raise SdscoreError(f"{out}: results are written as Parquet; give --out a .parquet path")
@@ -66,12 +76,22 @@ def check_output_path(out: str | os.PathLike, manifest: str | os.PathLike) -> Pa
     return out
 
 
-def _window_rows(requested: int | None, out: Path, resume: bool, n_rows: int, workers: int) -> int:
+def check_object_output(out: str, manifest: str | os.PathLike) -> str:
+    """An output URI: a Parquet name with a bucket, not the manifest itself."""
+    storage.split_uri(out)
+    if not out.lower().endswith(OUTPUT_SUFFIXES):
+        raise SdscoreError(f"{out}: results are written as Parquet; give --out a .parquet URI")
+    if isinstance(manifest, str) and storage.is_remote(manifest) and manifest.rstrip("/") == out:
+        raise SdscoreError(f"{out}: is the manifest itself; write the results elsewhere")
+    return out
+
+
+def _window_rows(requested: int | None, out: Path | str, resume: bool, n_rows: int, workers: int) -> int:
     if requested is not None:
         if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
             raise ValueError(f"window_rows must be an integer >= 1, got {requested!r}")
         return requested
-    recorded = recorded_shard_rows(out) if resume else None
+    recorded = (recorded_object_shard_rows(out) if isinstance(out, str) else recorded_shard_rows(out)) if resume else None
     if recorded is not None:  # the shard layout belongs to the unfinished run
         return recorded
     if workers > 1:  # spread a small manifest over the workers (two windows each)
@@ -109,8 +129,10 @@ def score_manifest(
         runner = make_executor(executor, workers=workers, ray_address=ray_address, **(executor_options or {}))
     else:
         runner = executor
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with OutputLock(out), _staging_folder(out) as staging:
+    remote = isinstance(out, str)
+    if not remote:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    with (ObjectLock(out) if remote else OutputLock(out)) as lock, _staging_folder(out) as staging:
         windows = ManifestWindows(manifest, job.protocol, staging)
         rows_per_window = _window_rows(window_rows, out, resume, windows.n_rows, workers)
         record = {
@@ -119,9 +141,13 @@ def score_manifest(
             "settings": job.score_settings(),
             "model": {"dir": None if job.model_dir is None else os.path.abspath(job.model_dir),
                       "weights": weights_digest(job.model_dir)},
-            "manifest": manifest_fingerprint(manifest, windows.keys_digest, windows.n_rows),
+            "manifest": manifest_fingerprint(manifest, windows.keys_digest, windows.n_rows, windows.local_path),
         }
-        output = ShardedOutput(out, windows.n_rows, rows_per_window, record, resume)
+        if remote:
+            output = ObjectShardedOutput(out, windows.n_rows, rows_per_window, record, resume,
+                                         staging_dir=staging, lock=lock)
+        else:
+            output = ShardedOutput(out, windows.n_rows, rows_per_window, record, resume)
         todo = [(k, *output.rows_of(k)) for k in output.pending()]
         done = windows.n_rows - sum(stop - start for _, start, stop in todo)
         stage = f"{windows.protocol}: score rows"
@@ -137,9 +163,14 @@ def score_manifest(
 
 
 @contextmanager
-def _staging_folder(out: Path) -> Iterator[str]:
-    """A temporary folder beside the output (for a staged copy of a non-Parquet manifest)."""
-    staging = tempfile.mkdtemp(prefix=f".{out.name[:40]}.stage-", dir=out.parent)
+def _staging_folder(out: Path | str) -> Iterator[str]:
+    """A temporary folder beside the output (for a staged copy of a non-Parquet manifest), or in the
+    system's temp folder for an output on an object store (also where its merged file is written
+    before its upload)."""
+    if isinstance(out, str):
+        staging = tempfile.mkdtemp(prefix=f"sdscore-{storage.basename(out)[:40]}.stage-")
+    else:
+        staging = tempfile.mkdtemp(prefix=f".{out.name[:40]}.stage-", dir=out.parent)
     try:
         yield staging
     finally:

@@ -134,12 +134,14 @@ class ShardedOutput:
         paths = [self.shard_path(k) for k in range(self.n_shards)]
         # one schema for all shards: a column that is all null in one window (polars' Null type)
         # takes the type other windows give it
-        schema = pa.unify_schemas([pq.read_schema(p) for p in paths], promote_options="permissive")
+        schema = pa.unify_schemas([pq.read_schema(self._shard_source(p)) for p in paths],
+                                  promote_options="permissive")
         try:
-            with atomic_path(self.out, durable=True) as temp:
+            with self._merged_target() as temp:
                 with pq.ParquetWriter(temp, schema) as writer:
                     for path in paths:
-                        table = pq.ParquetFile(path).read()  # (read_table imports pyarrow.dataset: +0.25 s)
+                        # (read_table imports pyarrow.dataset: +0.25 s)
+                        table = pq.ParquetFile(self._shard_source(path)).read()
                         table = table.select(schema.names).cast(schema)
                         rows += table.num_rows
                         failed += table.num_rows - table.column("error").null_count
@@ -151,6 +153,15 @@ class ShardedOutput:
                                f"{self._kept()}") from error
         self._remove_parts(paths)
         return rows, failed
+
+    def _shard_source(self, path):
+        """What pyarrow reads a shard from (a local path here; an open object on a store)."""
+        return path
+
+    def _merged_target(self):
+        """A context manager yielding the local path the merged file is written to; when the block
+        succeeds it becomes `out` (here: atomically renamed, fsynced)."""
+        return atomic_path(self.out, durable=True)
 
     def _remove_parts(self, shards: list[Path]) -> None:
         """Delete the shards and run record this run wrote, then the folder if that left it empty:

@@ -17,7 +17,7 @@ from sdscore.audio import AudioBatch, load_many
 from sdscore.audio.checks import over_cap
 from sdscore.errors import AudioError, ModelError
 from sdscore.features.batched_extraction import CacheEntries, ItemFailed, extract_cached
-from sdscore.features.cache import ContentCache, hash_file, hash_samples
+from sdscore.features.cache import ContentCache, file_digest, hash_samples
 from sdscore.progress import Progress
 
 EMBEDDERS = ("ge2e", "ecapa", "wavlm")
@@ -146,7 +146,7 @@ class SpeakerEmbedder:
 def _file_key(path: str) -> str:
     """A file's content digest; ItemFailed (this file's error) when it cannot be read."""
     try:
-        return hash_file(path)
+        return file_digest(path)
     except OSError as error:
         raise ItemFailed(f"{path}: cannot read audio file: {error.strerror or error}") from None
 
