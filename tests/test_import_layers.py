@@ -121,3 +121,65 @@ def test_the_checks_see_a_circle_and_an_upward_arrow(tmp_path):
     planted = import_graph(tmp_path)
     assert planted["sdscore.report.view"] == {"sdscore.protocols.toy.scorer"}
     assert circles(planted) == [["sdscore.protocols.toy.jobs", "sdscore.protocols.toy.scorer"]]
+
+
+#: DESIGN.md's layering, lowest first: a module may import its own layer and the layers below it.
+#: The longest matching prefix decides (synth.build assembles the registry's corpora: an upper layer;
+#: the rest of synth renders audio and tables below the protocols). runtime.compute_budget and its
+#: cgroup reader import only errors: every pool at every layer takes its share from them.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "atomic_write", "output_paths", "progress", "ragged", "lazy_exports", "parent_watch",
+     "checkpoint_files", "_native", "storage", "runtime.compute_budget", "runtime.cgroup_quota"),
+    ("corpus",),
+    ("audio",),
+    ("features", "models"),
+    ("metrics", "report", "runtime"),
+    ("llm_judges", "rl", "synth"),
+    ("protocols",),
+    ("manifests", "synth.build", "report_document", "demo", "docs_tables", "cli"),
+)
+
+
+def layer_of(module: str) -> int | None:
+    """The layer of an sdscore module (None: the package root, whose exports are lazy)."""
+    name = module.partition(".")[2]
+    best, rank = "", None
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > len(best):
+                best, rank = prefix, index
+    return rank
+
+
+def upward_arrows(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted((module, target) for module, targets in graph.items() for target in targets
+                  if None not in (layer_of(module), layer_of(target)) and layer_of(target) > layer_of(module))
+
+
+def test_every_module_has_a_layer(graph):
+    assert sorted(m for m in graph if m != "sdscore" and layer_of(m) is None) == []
+
+
+def test_no_upward_arrow_by_design_layering(graph):
+    assert upward_arrows(graph) == []
+
+
+def test_protocols_never_import_each_other(graph):
+    crossing = sorted((m, t) for m, targets in graph.items() for t in targets
+                      if m.startswith("sdscore.protocols.") and t.startswith("sdscore.protocols.")
+                      and len(m.split(".")) > 3 and len(t.split(".")) > 3 and m.split(".")[2] != t.split(".")[2])
+    assert crossing == []
+
+
+def test_the_layer_check_sees_an_upward_arrow(tmp_path):
+    package = tmp_path / "sdscore"
+    for folder in ("audio", "cli", "protocols/toy"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "audio" / "load.py").write_text("from sdscore.cli import main\n")
+    (package / "protocols" / "toy" / "options.py").write_text("from sdscore.cli import outputs\n")
+    (package / "protocols" / "other.py").write_text("from sdscore.protocols.toy import options\n")
+    planted = import_graph(tmp_path)
+    assert upward_arrows(planted) == [("sdscore.audio.load", "sdscore.cli"),
+                                      ("sdscore.protocols.toy.options", "sdscore.cli")]

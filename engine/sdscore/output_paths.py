@@ -298,3 +298,16 @@ def seal_folder(path: str | os.PathLike, command: str) -> Path:
 
 __all__ = ["MARKER", "OutputPathError", "OutputPlan", "check_claimable_folder", "check_replaceable_folder",
            "claim_folder", "foreign_entries", "install_folder", "read_marker", "seal_folder", "staged_folder"]
+
+
+def plan_from_args(args, command: str, extra_inputs: tuple[str, ...] = ("model",)) -> "OutputPlan":
+    """An OutputPlan for a parsed command line (an argparse Namespace): its inputs are every Path (or
+    list of Paths) among the arguments, and the text options named in extra_inputs when they name an
+    existing path (`score reward --model DIR`); `--overwrite` from the arguments."""
+    inputs = [Path(v) for name in extra_inputs if isinstance(v := getattr(args, name, None), str) and v
+              and Path(v).exists()]
+    for value in vars(args).values():
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, Path):
+                inputs.append(item)
+    return OutputPlan(inputs, overwrite=bool(getattr(args, "overwrite", False)), command=command)

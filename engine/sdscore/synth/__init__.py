@@ -1,5 +1,9 @@
-"""Synthetic spoken-dialogue corpus for every protocol, rendered with local TTS voices."""
+"""Synthetic spoken-dialogue corpus for every protocol, rendered with local TTS voices.
 
-from sdscore.synth.build import SIZES, build_corpus
+`build_corpus` (synth/build.py) assembles every registered protocol's corpus: an upper layer. The
+other modules render audio and tables below the protocols (a demo stage may use them), so the
+package exports lazily: importing `sdscore.synth.conversations` does not load the registry."""
 
-__all__ = ["SIZES", "build_corpus"]
+from sdscore.lazy_exports import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {".build": ("SIZES", "build_corpus")})

@@ -17,7 +17,7 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
 def eval_settings(args: argparse.Namespace) -> dict:
     """The keyword arguments of naturalness's evaluate_files from the parsed options (--latex checked
     as an output: an existing file is replaced only with --overwrite)."""
-    from sdscore.cli.outputs import output_plan
+    from sdscore.output_paths import plan_from_args
 
-    latex = None if args.latex is None else output_plan(args, "sdscore eval").file(args.latex, "--latex")
+    latex = None if args.latex is None else plan_from_args(args, "sdscore eval").file(args.latex, "--latex")
     return {"half_duplex": tuple(args.half_duplex or ()), "latex": latex}
