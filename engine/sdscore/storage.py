@@ -34,8 +34,10 @@ _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 REMOTE_SCHEMES = {"s3": "s3", "gs": "gcs", "gcs": "gcs"}
 _CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 _CHUNK = 8 << 20  # stream downloads and uploads in 8 MiB pieces
-#: Bytes read ahead by a ranged reader: a WAV's header and chunk list fit in one request.
-READ_AHEAD = 64 << 10
+#: Bytes a ranged reader fetches on a miss: a WAV's header and chunk list fit in one request.
+READ_AHEAD = 16 << 10
+#: The most a ranged reader fetches ahead of a sequential reader.
+MAX_READ_AHEAD = 4 << 20
 
 
 class StorageError(SdscoreError, OSError):
@@ -341,10 +343,18 @@ def remove_empty_prefix(prefix_uri: str) -> bool:
     return True
 
 
-class _RangedObject(io.RawIOBase):
-    """A seekable read-only view of one object: each read is one ranged GET of exactly the bytes asked."""
+class RangedObject(io.RawIOBase):
+    """A seekable read-only file over one object that fetches only what is read, by ranged GETs.
 
-    def __init__(self, uri: str):
+    A read that misses what was fetched fetches `read_ahead` bytes (at least what was asked); each
+    further miss that continues where the last fetch ended doubles that (up to MAX_READ_AHEAD), as
+    a kernel reads ahead of a sequential reader. A caller that knows how many bytes it is about to
+    read in sequence says so with `expect(n)`, and the next miss fetches exactly that: a PCM slice
+    costs one request for its header and one for its frames. The first fetch (the header) is kept.
+    A failed or short read returns no bytes and sets `failure` (a decoder calling back into Python
+    cannot take an exception: raise it when the decoder returns)."""
+
+    def __init__(self, uri: str, read_ahead: int = READ_AHEAD):
         super().__init__()
         self.uri = uri
         fs, path = filesystem(uri)
@@ -354,9 +364,13 @@ class _RangedObject(io.RawIOBase):
         except (OSError, ValueError) as error:
             raise storage_error(uri, error) from None
         self._pos = 0
+        self._base_ahead = self._ahead = max(1, int(read_ahead))
+        self._expected = 0
+        self._head: tuple[int, bytes] | None = None  # the first range fetched (a header), kept
+        self._last: tuple[int, bytes] | None = None  # the latest range fetched
         self.bytes_fetched = 0
         self.requests = 0
-        self.failure: StorageError | None = None  # the first failed read (see _fail)
+        self.failure: StorageError | None = None
 
     def readable(self) -> bool:
         return True
@@ -372,26 +386,46 @@ class _RangedObject(io.RawIOBase):
         self._pos = max(0, base + offset)
         return self._pos
 
+    def expect(self, n_bytes: int) -> None:
+        """The next reads will take about n_bytes in sequence: fetch them in one request."""
+        self._expected = max(0, int(n_bytes))
+
+    def _cached(self, want: int) -> bytes | None:
+        for cached in (self._last, self._head):
+            if cached is not None and cached[0] <= self._pos and self._pos + want <= cached[0] + len(cached[1]):
+                start = self._pos - cached[0]
+                return cached[1][start:start + want]
+        return None
+
     def readinto(self, buffer) -> int:
         want = min(len(buffer), max(0, self.size - self._pos))
-        if want == 0:
+        if want == 0 or self.failure is not None:
             return 0
-        try:
-            data = self._file.read_at(want, self._pos)
-        except (OSError, ValueError) as error:
-            return self._fail(storage_error(self.uri, error))
-        if len(data) != want:
-            return self._fail(_failure(self.uri, f"truncated read: {len(data)} of {want} bytes arrived "
-                                                 f"at byte {self._pos}"))
+        data = self._cached(want)
+        if data is None:
+            sequential = self._last is not None and self._pos == self._last[0] + len(self._last[1])
+            self._ahead = min(self._ahead * 2, MAX_READ_AHEAD) if sequential else self._base_ahead
+            fetch = min(max(want, self._expected or self._ahead), self.size - self._pos)
+            self._expected = 0
+            try:
+                fetched = self._file.read_at(fetch, self._pos)
+            except (OSError, ValueError) as error:
+                return self._fail(storage_error(self.uri, error))
+            self.bytes_fetched += len(fetched)
+            self.requests += 1
+            if len(fetched) != fetch:
+                return self._fail(_failure(self.uri, f"truncated read: {len(fetched)} of {fetch} bytes arrived "
+                                                     f"at byte {self._pos}"))
+            fetched = bytes(fetched)
+            if self._head is None:
+                self._head = (self._pos, fetched)
+            self._last = (self._pos, fetched)
+            data = fetched[:want]
         memoryview(buffer)[: len(data)] = data
         self._pos += len(data)
-        self.bytes_fetched += len(data)
-        self.requests += 1
         return len(data)
 
     def _fail(self, error: StorageError) -> int:
-        """Keep the first failure and read nothing: a decoder calling back into Python (libsndfile's
-        virtual I/O) cannot take an exception; the caller raises `failure` when the decoder returns."""
         self.failure = self.failure or error
         return 0
 
@@ -401,14 +435,11 @@ class _RangedObject(io.RawIOBase):
         super().close()
 
 
-def open_ranged(uri: str, read_ahead: int = READ_AHEAD) -> io.BufferedReader:
-    """A seekable file object over one object that fetches only what is read (plus `read_ahead`
-    bytes per small read, so parsing a header costs one request). `.raw.bytes_fetched` counts bytes;
-    a failed or short read returns no bytes and sets `.raw.failure` (raise it when the reader is done).
-    StorageError at once when the object is missing or denied."""
-    return io.BufferedReader(_RangedObject(uri), buffer_size=read_ahead)
+def open_ranged(uri: str, read_ahead: int = READ_AHEAD) -> RangedObject:
+    """A RangedObject over one object (see there); StorageError at once when it is missing or denied."""
+    return RangedObject(uri, read_ahead)
 
 
-__all__ = ["ObjectInfo", "REMOTE_SCHEMES", "StorageError", "basename", "delete", "download", "exists", "filesystem",
+__all__ = ["ObjectInfo", "REMOTE_SCHEMES", "RangedObject", "StorageError", "basename", "delete", "download", "exists", "filesystem",
            "is_prefix", "is_remote", "join", "list_files", "normalize", "open_ranged", "parent", "read_bytes",
            "remove_empty_prefix", "scheme", "split_uri", "stat", "storage_error", "upload", "write_bytes"]

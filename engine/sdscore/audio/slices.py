@@ -28,6 +28,11 @@ from sdscore.errors import AudioError
 END_TOLERANCE_FRAMES = 1
 
 
+#: Bytes per sample of the uncompressed subtypes (a slice's byte length is then known before it is read).
+_PCM_BYTES = {"PCM_S8": 1, "PCM_U8": 1, "PCM_16": 2, "PCM_24": 3, "PCM_32": 4, "FLOAT": 4, "DOUBLE": 8,
+              "ULAW": 1, "ALAW": 1}
+
+
 def is_whole_file(offset: float, duration: float | None) -> bool:
     """True for the default slice (offset 0, no duration): the file is loaded as a whole."""
     return duration is None and offset == 0.0
@@ -87,6 +92,8 @@ def read_slice_frames(path: str, offset: float, duration: float | None,
                 raise AudioError(f"{path}: sample rate {rate} Hz is invalid")
             start, count = frame_range(path, offset, duration, rate, total)
             check_decoded(path, count, rate, max_seconds)  # the cap applies to the slice
+            if remote is not None and handle.subtype in _PCM_BYTES:  # its frames in one ranged request
+                remote.expect(count * handle.channels * _PCM_BYTES[handle.subtype])
             if handle.seekable():
                 handle.seek(start)
                 frames = handle.read(count, dtype="float32", always_2d=True)
@@ -101,8 +108,8 @@ def read_slice_frames(path: str, offset: float, duration: float | None,
     finally:
         if remote is not None:
             remote.close()
-    if remote is not None and remote.raw.failure is not None:  # a ranged read failed or came back short
-        raise AudioError(str(remote.raw.failure))
+    if remote is not None and remote.failure is not None:  # a ranged read failed or came back short
+        raise AudioError(str(remote.failure))
     if len(frames) == 0:
         raise AudioError(f"{path}: slice at {format_seconds(offset)} s decoded no samples")
     return frames, rate
@@ -120,8 +127,8 @@ def open_remote(uri: str):
 def remote_error(uri: str, remote, exc: Exception) -> AudioError:
     """The AudioError for an object libsndfile could not read: the failed request if one failed, else
     the decoder's words."""
-    if remote.raw.failure is not None:
-        return AudioError(str(remote.raw.failure))
+    if remote.failure is not None:
+        return AudioError(str(remote.failure))
     return AudioError(f"{uri}: cannot decode ({exc})")
 
 
