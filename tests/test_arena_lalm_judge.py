@@ -19,7 +19,7 @@ from sdscore.llm_judges.client import Price
 from sdscore.llm_judges.pair_preference import parse_preference
 from sdscore.llm_judges.reply_error import ReplyError
 from sdscore.protocols.arena import evaluate_arena, run_eval
-from sdscore.protocols.arena.audio_judge import (
+from sdscore.protocols.arena.scorer import (
     RESULTS,
     ArenaAudioJudgeScorer,
     battle_verdict,

@@ -150,13 +150,13 @@ def test_a_setting_declared_twice_differently_is_refused():
 URL = "http://127.0.0.1:9/v1"
 OLD_RECORDS = [
     ("arena", ["--judge", "openai", "--model", "m", "--base-url", URL],
-     "sdscore.protocols.arena.audio_judge:ArenaAudioJudgeScorer",
+     "sdscore.protocols.arena.scorer:ArenaAudioJudgeScorer",
      {"allow_ties": False, "audio_rate": 16000, "base_url": URL, "max_audio_seconds": 600.0,
       "max_request_bytes": 20971520, "model": "m", "orders": "both", "prices": None, "prompt_file": None, "seed": 0}),
     ("arena", ["--judge", "openai", "--model", "judge-7b", "--base-url", URL, "--orders", "random", "--seed", "7",
                "--allow-ties", "--cache-dir", "/tmp/c", "--concurrency", "3", "--timeout", "9", "--audio-rate",
                "24000", "--max-request-bytes", "1000", "--max-audio-seconds", "30"],
-     "sdscore.protocols.arena.audio_judge:ArenaAudioJudgeScorer",
+     "sdscore.protocols.arena.scorer:ArenaAudioJudgeScorer",
      {"allow_ties": True, "audio_rate": 24000, "base_url": URL, "max_audio_seconds": 30.0,
       "max_request_bytes": 1000, "model": "judge-7b", "orders": "random", "prices": None, "prompt_file": None,
       "seed": 7}),

@@ -1,6 +1,6 @@
 """The battles `sdscore eval arena` rates: a battles manifest, or an audio judge's results expanded.
 
-A results file of `sdscore score arena --judge openai` (audio_judge.RESULTS: one row per battle)
+A results file of `sdscore score arena --judge openai` (scorer.RESULTS: one row per battle)
 becomes battle rows in the manifest's own schema: the manifest's verdict (reference_winner, judged by
 reference_judge) and one battle per order the judge was asked — "<battle_id>#ab" as shown, and
 "<battle_id>#ba" with the two models (their lengths and audio) swapped — judged by the judge model.
@@ -19,7 +19,7 @@ import polars as pl
 from sdscore.corpus import read_manifest
 from sdscore.corpus.validate import validate_manifest
 from sdscore.errors import ManifestError
-from sdscore.protocols.arena.audio_judge import RESULTS
+from sdscore.protocols.arena.scorer import RESULTS
 from sdscore.protocols.arena.spec import SPEC
 
 #: the columns that tell an audio judge's results from a battles manifest
@@ -33,7 +33,7 @@ def is_judge_results(columns: Collection[str]) -> bool:
 
 
 def check_results_columns(results: pl.DataFrame, source: str) -> None:
-    """ManifestError naming a column of audio_judge.RESULTS that is missing or of another type."""
+    """ManifestError naming a column of scorer.RESULTS that is missing or of another type."""
     for name, dtype in RESULTS.items():
         if name not in results.columns:
             raise ManifestError(f"{source}: an arena judge results file needs column {name!r}")

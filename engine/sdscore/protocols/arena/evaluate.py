@@ -6,7 +6,7 @@ bias and length bias — per judge, never pooled silently — and the judges' ag
 verdicts and with themselves (S2S-Arena Table 6).
 Answer lengths missing from the manifest are read from the answers' audio (answer_lengths.py).
 
-The one scoring pass is a speech-model judge (`sdscore score arena --judge openai`, audio_judge.py);
+The one scoring pass is a speech-model judge (`sdscore score arena --judge openai`, scorer.py);
 `eval arena` reads its results as battles of the judge beside the manifest's (judge_battles.py).
 """
 
@@ -137,9 +137,3 @@ def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, see
         raise ValueError("eval arena draws no plot; leave out --plot")
     return run_eval(results[0], out_json, seed=seed, judge=judge, pool_judges=pool_judges, l2=l2)
 
-
-def scoring_job(**settings):
-    """`sdscore score arena --judge openai`: the audio judge's ScoringJob (audio_judge.py; imported on use)."""
-    from sdscore.protocols.arena.audio_judge import scoring_job as audio_judge_job
-
-    return audio_judge_job(**settings)
