@@ -34,3 +34,15 @@ def tiny_corpus_build(tmp_path_factory):
 def tiny_corpus(tiny_corpus_build):
     """The tiny synthetic corpus's folder (see tiny_corpus_build)."""
     return tiny_corpus_build[0]
+
+
+@pytest.fixture
+def arena_few_bootstraps(monkeypatch):
+    """`eval arena` draws its Bradley–Terry CIs from 20 bootstrap resamples instead of 1000 for this test:
+    a test of messages, exit codes or file handling does not depend on their number, which sets most of
+    an arena eval's cost (tests/test_metrics_ratings.py checks the bootstrap itself; the other `eval arena`
+    tests keep the default 1000)."""
+    from sdscore.protocols.arena import evaluate as evaluation
+
+    real = evaluation.evaluate_arena
+    monkeypatch.setattr(evaluation, "evaluate_arena", lambda battles, **options: real(battles, **{"n_boot": 20, **options}))

@@ -334,7 +334,7 @@ def _battles(path, judges: dict[str, str]) -> str:
     return os.fspath(path)
 
 
-def test_eval_arena_reports_a_diverging_judge_as_unavailable_and_goes_on(tmp_path, capsys):
+def test_eval_arena_reports_a_diverging_judge_as_unavailable_and_goes_on(tmp_path, capsys, arena_few_bootstraps):
     import json
 
     from sdscore.cli import main
