@@ -14,25 +14,17 @@ A reply no parser accepts, after the client's re-asks, is that row's error with 
 
 from __future__ import annotations
 
-import os
 import random
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import polars as pl
 
-from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS
 from sdscore.errors import SdscoreError
-from sdscore.llm_judges.audio_request import (
-    DEFAULT_AUDIO_RATE,
-    DEFAULT_MAX_REQUEST_BYTES,
-)
-from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S, Price, judge_client
+from sdscore.llm_judges.client import judge_client
 from sdscore.llm_judges.pair_preference import FIRST, SECOND, parse_preference
 from sdscore.llm_judges.reply_error import ReplyError
 from sdscore.llm_judges.scoring_jobs import judge_job
-from sdscore.protocols.arena.choices import ORDERS
 from sdscore.protocols.arena.judge_prompt import load_arena_prompt
 from sdscore.protocols.arena.settings import ArenaJudgeSettings
 from sdscore.protocols.arena.spec import SPEC
