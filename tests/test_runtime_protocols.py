@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 
@@ -76,8 +77,8 @@ def _bad_rows(protocol, good, folder):
 
 @pytest.fixture(scope="module")
 def manifests(tiny_corpus, tmp_path_factory):
-    """Per protocol: a JSONL manifest of the corpus rows with three bad rows and a 25.5-s clip (row "long")
-    in the middle."""
+    """Per protocol: a JSONL manifest of four corpus rows with three bad rows and a 25.5-s clip (row "long")
+    between the third and the fourth: in windows of 2 rows, two windows mix good and bad rows."""
     folder = tmp_path_factory.mktemp("runtime-protocols")
     long_clip = _long_clip(folder / "long.wav", 25.5)
     out = {}
@@ -86,7 +87,7 @@ def manifests(tiny_corpus, tmp_path_factory):
         bad = _bad_rows(protocol, rows[0], folder)
         long_row = _with_audio(protocol, rows[1], long_clip)
         long_row[PROTOCOLS[protocol][1]] = "long"
-        out[protocol] = _write_jsonl(folder / f"{protocol}.jsonl", rows[:3] + bad + [long_row] + rows[3:])
+        out[protocol] = _write_jsonl(folder / f"{protocol}.jsonl", rows[:3] + bad + [long_row] + rows[3:4])
     return out
 
 
@@ -124,13 +125,17 @@ def test_end_to_end_bad_rows_cap_interrupt_resume_and_executors(protocol, manife
     - Ctrl-C in the third window exits 130 with how to resume, keeping the finished windows' shards and
       no lock; --resume then gives the uninterrupted run's rows (kill -9 midway is runtime_toy_scorer's,
       tests/test_runtime.py);
-    - the processes and Ray executors give the local run's rows."""
+    - the processes and Ray executors give the local run's rows.
+    The runs share one content cache (reward caches nothing): the first computes every clip's features,
+    the later ones read them, so each protocol's features are computed once; the runtime's mechanics
+    with features computed in each worker are the toy Scorer's (test_runtime.py, test_runtime_ray.py)."""
     from sdscore.runtime.provenance import read_provenance
 
     _, id_column, options = PROTOCOLS[protocol]
     manifest = str(manifests[protocol])
     full, out = tmp_path / "full.parquet", tmp_path / "out.parquet"
-    args = ["score", protocol, manifest, "--window-rows", "2", "--max-audio-seconds", "25", *options]
+    cache = [] if protocol == "reward" else ["--cache-dir", str(tmp_path / "cache")]
+    args = ["score", protocol, manifest, "--window-rows", "2", "--max-audio-seconds", "25", *options, *cache]
     capsys.readouterr()
     assert main([*args, "--out", str(full)]) == 1  # the bad rows fail
     assert "with errors" in capsys.readouterr().err
@@ -241,19 +246,39 @@ def test_the_default_cap_is_recorded_and_a_cached_result_does_not_bypass_a_cap(p
 
     _, id_column, options = PROTOCOLS[protocol]
     rows = _absolute_manifest(tiny_corpus, protocol, tmp_path)[:2]
-    long_row = _with_audio(protocol, rows[0], _long_clip(tmp_path / "long.wav", 25.5))
+    # the cap: a whole second above the rows' own clips; the long clip half a second over it (scoring
+    # it under the default costs its length, so it is no longer than that)
+    cap = math.ceil(_longest_clip_seconds(rows)) + 1
+    long_row = _with_audio(protocol, rows[0], _long_clip(tmp_path / "long.wav", cap + 0.5))
     long_row[id_column] = "long"
     manifest = _write_jsonl(tmp_path / "m.jsonl", [long_row, *rows])
     cache = [] if protocol == "reward" else ["--cache-dir", str(tmp_path / "cache")]
     default, capped = tmp_path / "default.parquet", tmp_path / "capped.parquet"
     assert main(["score", protocol, str(manifest), "--out", str(default), *cache, *options]) == 0
     assert read_provenance(default)["settings"]["max_audio_seconds"] == DEFAULT_MAX_AUDIO_SECONDS
-    assert main(["score", protocol, str(manifest), "--out", str(capped), "--max-audio-seconds", "25",
+    assert main(["score", protocol, str(manifest), "--out", str(capped), "--max-audio-seconds", str(cap),
                  *cache, *options]) == 1
     errors = dict(zip(*pl.read_parquet(capped).select(id_column, "error")))
-    assert "long.wav: 25.5 s exceeds the configured cap of 25 s" in errors["long"]
+    assert f"long.wav: {cap}.5 s exceeds the configured cap of {cap} s" in errors["long"]
     assert [errors[r[id_column]] for r in rows] == [None, None]
-    assert read_provenance(capped)["settings"]["max_audio_seconds"] == 25
+    assert read_provenance(capped)["settings"]["max_audio_seconds"] == cap
+
+
+def _longest_clip_seconds(rows) -> float:
+    """The longest audio file the rows name (string values ending in .wav, in nested lists and dicts too)."""
+    import soundfile as sf
+
+    def paths(value):
+        if isinstance(value, str) and value.endswith(".wav"):
+            yield value
+        elif isinstance(value, dict):
+            yield from (p for v in value.values() for p in paths(v))
+        elif isinstance(value, list):
+            yield from (p for v in value for p in paths(v))
+
+    found = [sf.info(p).duration for p in paths(rows)]
+    assert found, "the rows name no audio file"
+    return max(found)
 
 
 def test_reward_clips_cut_to_the_model_window_are_scored_with_a_warning(tiny_corpus, tmp_path):
