@@ -119,9 +119,11 @@ def test_f0_statistics_of_silence_and_a_too_short_clip_are_null():
 def test_pocketsphinx_and_praat_on_worker_processes_equal_in_process():
     from sdscore.features.process_extractor import ProcessExtractor, balanced_parts
 
-    paths = sorted(REAL.glob("*.wav"))[:6]
+    # three of the shortest read clips (9 s, not the first six's 30 s): two workers, one gets two clips
+    paths = [REAL / f"read_en_m_{name}_16k.wav" for name in ("goforward", "librivox_0880", "librivox_0930")]
     batch = load_many(paths, 16000)
     local = ProcessExtractor(["asr", "praat_pitch"], jobs=1).run(batch)
+    assert all(text.strip() for text in local["transcript"]), local["transcript"]  # real speech, real words
     pool = ProcessExtractor(["asr", "praat_pitch"], jobs=2)
     try:
         assert pool.run(batch) == local
