@@ -6,6 +6,7 @@ object comes from its ETag, not its bytes; credentials never show in errors."""
 from __future__ import annotations
 
 import io
+import json
 import re
 
 import numpy as np
@@ -293,3 +294,24 @@ def test_write_and_list_and_delete_objects(s3):
     assert (info.size, info.uri) == (5, s3.uri("tmp/two.bin")) and info.etag
     assert io.BytesIO(storage.read_bytes(info.uri)).read() == b"12345"
     assert BUCKET in info.uri
+
+
+def test_a_lhotse_supervision_set_by_uri_brings_its_recordings_and_slices_cut_by_ranged_reads(s3, tmp_path):
+    from sdscore.protocols.consistency.spec import SPEC as CONSISTENCY
+    from sdscore.runtime.audio_slices import cut_slices
+
+    local = tmp_path / "call.wav"
+    _wav(local, 6.0, rate=22050)
+    s3.put_file("lhotse/call.wav", local)
+    recording = {"id": "call", "sources": [{"type": "file", "channels": [0], "source": "call.wav"}],
+                 "sampling_rate": 22050, "num_samples": 6 * 22050, "duration": 6.0}
+    supervisions = [{"id": f"call-{i}", "recording_id": "call", "start": 0.25 + 1.5 * i, "duration": 1.0,
+                     "channel": 0, "speaker": "alice"} for i in range(3)]
+    s3.put("lhotse/c_recordings_x.jsonl", (json.dumps(recording) + "\n").encode())
+    s3.put("lhotse/c_supervisions_x.jsonl", "".join(json.dumps(s) + "\n" for s in supervisions).encode())
+    frame = read_manifest(s3.uri("lhotse/c_supervisions_x.jsonl"), "consistency")
+    assert frame["turn_paths"].to_list() == [[s3.uri("lhotse/call.wav")] * 3]
+    staged = cut_slices(frame, CONSISTENCY, str(tmp_path / "slices"))
+    assert staged["error"].to_list() == [None]
+    for path, offset in zip(staged["turn_paths"][0], [0.25, 1.75, 3.25]):
+        np.testing.assert_array_equal(audio.load(path, 22050), audio.load(str(local), 22050, offset=offset, duration=1.0))

@@ -241,3 +241,13 @@ def test_an_output_the_credentials_cannot_read_back_fails_before_any_work(s3, pa
     with pytest.raises(SdscoreError, match=re.escape(f"{out}.lock: cannot read the output's lock (access denied")):
         registry.score("reward", pairs[1], out)
     assert not s3.keys("denied/out")
+
+
+def test_worker_processes_read_and_write_the_store_like_one_process(s3, pairs, tmp_path):
+    registry.score("reward", pairs[0], tmp_path / "one.parquet", window_rows=2)
+    out = s3.uri("runs/workers.parquet")
+    summary = registry.score("reward", pairs[1], out, window_rows=2, workers=2)
+    assert summary.rows == N_PAIRS
+    columns = ["chosen_reward", "rejected_reward"]
+    np.testing.assert_allclose(_read(s3, "runs/workers.parquet")[columns].to_numpy(),
+                               pl.read_parquet(tmp_path / "one.parquet")[columns].to_numpy(), atol=1e-6, rtol=0)
