@@ -315,3 +315,42 @@ def test_a_lhotse_supervision_set_by_uri_brings_its_recordings_and_slices_cut_by
     assert staged["error"].to_list() == [None]
     for path, offset in zip(staged["turn_paths"][0], [0.25, 1.75, 3.25]):
         np.testing.assert_array_equal(audio.load(path, 22050), audio.load(str(local), 22050, offset=offset, duration=1.0))
+
+
+def test_a_hf_dataset_folder_by_uri_with_embedded_audio(s3, tmp_path):
+    from datasets import Audio, Dataset
+
+    clips = [tmp_path / f"c{k}.wav" for k in range(2)]
+    for k, clip in enumerate(clips):
+        _wav(clip, 0.3, freq=250 + 50 * k)
+    ds = Dataset.from_dict({"item_id": ["i0", "i1"],
+                            "answer_audio_path": [{"bytes": c.read_bytes(), "path": c.name} for c in clips]})
+    ds.cast_column("answer_audio_path", Audio(decode=False)).save_to_disk(str(tmp_path / "ds"))
+    for file in (tmp_path / "ds").rglob("*"):
+        if file.is_file():
+            s3.put_file(f"hf/ds/{file.relative_to(tmp_path / 'ds').as_posix()}", file)
+    s3.put("hf/ds/clips/not-a-manifest.wav", b"RIFF")  # audio under the prefix is not copied with it
+    frame = read_manifest(s3.uri("hf/ds"), "naturalness")
+    assert frame["item_id"].to_list() == ["i0", "i1"]
+    for path, clip in zip(frame["answer_audio_path"].to_list(), clips):
+        np.testing.assert_array_equal(audio.load(path, SR), audio.load(str(clip), SR))
+    copies = list((tmp_path / "cache" / "remote-manifests").rglob("*"))
+    assert not [c for c in copies if c.suffix == ".wav"]
+
+
+def test_a_webdataset_shard_by_uri(s3, tmp_path):
+    import tarfile
+
+    shard = tmp_path / "shard-000.tar"
+    with tarfile.open(shard, "w") as tar:
+        for key in ("a", "b"):
+            clip = tmp_path / f"{key}.wav"
+            _wav(clip, 0.25)
+            tar.add(clip, arcname=f"{key}.wav")
+            meta = tmp_path / f"{key}.json"
+            meta.write_text(json.dumps({"text": f"say {key}"}))
+            tar.add(meta, arcname=f"{key}.json")
+    frame = read_manifest(s3.put_file("wds/shard-000.tar", shard), "naturalness")
+    assert frame["transcript_answer"].to_list() == ["say a", "say b"]
+    for path, key in zip(frame["answer_audio_path"].to_list(), ("a", "b")):
+        np.testing.assert_array_equal(audio.load(path, SR), audio.load(str(tmp_path / f"{key}.wav"), SR))
