@@ -21,7 +21,6 @@ import soundfile as sf
 from s3_server import LocalS3
 
 import sdscore.protocols.reward.scorer as reward_scoring
-from sdscore import storage
 from sdscore.cli import main
 from sdscore.corpus import write_manifest
 from sdscore.corpus.schemas import REWARD_PAIRS

@@ -205,16 +205,17 @@ def _header(metadata, name: str) -> str | None:
 
 
 def stat(uri: str) -> ObjectInfo:
-    """Size, mtime and ETag of one object (one HEAD request); StorageError when it cannot be read."""
+    """Size and ETag of one object (one HEAD request; its mtime too when the store gives no ETag);
+    StorageError when it cannot be read."""
     fs, path = filesystem(uri)
     try:
         with fs.open_input_file(path) as handle:
             metadata, size = handle.metadata(), handle.size()
-        info = fs.get_file_info(path)
+        etag = _header(metadata, "ETag")
+        mtime_ns = None if etag else fs.get_file_info(path).mtime_ns  # a second request only without an ETag
     except (OSError, ValueError) as error:
         raise storage_error(uri, error) from None
-    etag = _header(metadata, "ETag")
-    return ObjectInfo(uri, int(size), info.mtime_ns, etag.strip('"') if etag else None)
+    return ObjectInfo(uri, int(size), mtime_ns, etag.strip('"') if etag else None)
 
 
 def exists(uri: str) -> bool:
