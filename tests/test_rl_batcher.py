@@ -54,8 +54,18 @@ class SlowScorer:
         return self.inner.score_detailed(episodes)
 
 
+def _wait_until(condition, what: str) -> None:
+    """Poll `condition` until it holds; the deadline is a hang guard (it fails a broken batcher instead
+    of hanging the suite), never what a passing run waits for."""
+    deadline = time.monotonic() + 120
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not after 120 s"
+        time.sleep(0.005)
+
+
 def test_concurrent_threads_equal_batched_scores(scorer, eps, reference):
-    spy = SlowScorer(scorer)
+    gate = threading.Event()
+    spy = SlowScorer(scorer, gate=gate)
     with RewardBatcher(spy, max_batch=16, max_wait_ms=20) as batcher:
         order = list(range(len(eps)))
         random.Random(1).shuffle(order)
@@ -65,7 +75,12 @@ def test_concurrent_threads_equal_batched_scores(scorer, eps, reference):
             return i, batcher.score(eps[i], timeout=60)
 
         with ThreadPoolExecutor(12) as pool:
-            got = dict(pool.map(one, order))
+            results = pool.map(one, order)
+            # the first batch waits until each thread's request is in: those queued behind it are grouped
+            # whatever the machine's speed (with no gate, a slow machine could score them one by one)
+            _wait_until(lambda: batcher.queue_depth + batcher.in_flight == 12, "twelve requests in")
+            gate.set()
+            got = dict(results)
     assert np.abs(np.array([got[i] for i in range(len(eps))]) - reference).max() <= 1e-5
     assert max(spy.batches) <= 16 and len(spy.batches) < len(eps)  # grouped, never over the cap
     assert batcher.stats.episodes == len(eps)
@@ -133,9 +148,7 @@ def test_full_queue_refuses_with_clear_error(scorer, eps):
     batcher = RewardBatcher(SlowScorer(scorer, gate=gate), max_batch=2, max_wait_ms=0, max_queue=4)
     try:
         first = batcher.submit(eps[:2])  # taken by the worker, which then waits on the gate
-        deadline = time.time() + 10
-        while batcher.in_flight == 0 and time.time() < deadline:
-            time.sleep(0.005)
+        _wait_until(lambda: batcher.in_flight > 0, "the first batch taken")
         queued = [batcher.submit(eps[2:4]), batcher.submit(eps[4:6])]
         with pytest.raises(QueueFullError, match="queue is full .*4 episodes waiting, limit 4"):
             batcher.submit(eps[6])
@@ -160,16 +173,16 @@ def test_close_without_drain_fails_the_queued(scorer, eps):
     gate = threading.Event()
     batcher = RewardBatcher(SlowScorer(scorer, gate=gate), max_batch=1, max_wait_ms=0)
     running = batcher.submit(eps[0])
-    deadline = time.time() + 10
-    while batcher.in_flight == 0 and time.time() < deadline:
-        time.sleep(0.005)
+    _wait_until(lambda: batcher.in_flight > 0, "the first batch taken")
     queued = [batcher.submit(e) for e in eps[1:5]]
     closer = threading.Thread(target=batcher.close, kwargs={"drain": False})
     closer.start()
-    time.sleep(0.05)
+    # the gate opens once close() has dropped the queue (a fixed sleep let a slow closer lose the race:
+    # the worker then took a queued request)
+    _wait_until(lambda: batcher.closed and batcher.queue_depth == 0, "the queue dropped")
     gate.set()
-    closer.join(10)
-    assert isinstance(running.result(10), float)  # the batch already running finishes
+    closer.join(120)
+    assert isinstance(running.result(120), float)  # the batch already running finishes
     for f in queued:
         with pytest.raises(BatcherClosedError):
             f.result(1)
@@ -180,9 +193,7 @@ def test_withdrawn_request_is_skipped(scorer, eps):
     spy = SlowScorer(scorer, gate=gate)
     with RewardBatcher(spy, max_batch=1, max_wait_ms=0) as batcher:
         batcher.submit(eps[0])
-        deadline = time.time() + 10
-        while batcher.in_flight == 0 and time.time() < deadline:
-            time.sleep(0.005)
+        _wait_until(lambda: batcher.in_flight > 0, "the first batch taken")
         withdrawn = batcher.submit_detailed(eps[1])
         kept = batcher.submit(eps[2])
         assert withdrawn.cancel()
@@ -231,8 +242,10 @@ def test_snapshot_reports_counts_and_latency(scorer, eps):
 
 def test_waits_only_for_announced_arrivals(scorer, eps):
     spy = SlowScorer(scorer)
-    with RewardBatcher(spy, max_batch=64, max_wait_ms=10_000) as batcher:
-        assert isinstance(batcher.submit(eps[0]).result(timeout=5), float)  # a lone caller is not held back
+    # a lone caller held back for max_wait would wait 600 s: the 120-s timeout below fails it, and no
+    # scoring of one episode comes near it (with max_wait 10 s and a 5-s timeout, a busy machine could)
+    with RewardBatcher(spy, max_batch=64, max_wait_ms=600_000) as batcher:
+        assert isinstance(batcher.submit(eps[0]).result(timeout=120), float)  # a lone caller is not held back
         with batcher.arriving():  # e.g. the server still reading the next request's body
             first = batcher.submit(eps[1])
             time.sleep(0.1)
