@@ -61,6 +61,24 @@ def running(app):
         thread.join(20)
 
 
+def _wait_until(condition, what: str) -> None:
+    """Poll `condition` until it holds; the deadline is a hang guard, never what a passing run waits for."""
+    deadline = time.monotonic() + 120
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not after 120 s"
+        time.sleep(0.005)
+
+
+def _accepts(url: str) -> bool:
+    """True while the server at url accepts connections (it stops when its shutdown begins)."""
+    host, port = url.removeprefix("http://").split(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+        return True
+    except OSError:
+        return False
+
+
 def _episode_json(q, a, i, as_path=None):
     audio = {"path": as_path} if as_path else {"base64": base64.b64encode(wav_bytes(a)).decode()}
     return {"id": f"ep{i}", "turns": [{"role": "user", "text": "how are you?",
@@ -199,45 +217,63 @@ def test_full_queue_503_and_timeout_504(scorer):
             gate.wait(20)
             return scorer.score_detailed(episodes)
 
-    batcher = RewardBatcher(Stuck(), max_batch=1, max_wait_ms=0, max_queue=1)
     body = {"episodes": [{"turns": [{"role": "user", "text": "hi"}, {"role": "assistant", "text": "yo"}]}]}
-    app = create_app(batcher, limits=ServerLimits(request_timeout_s=0.5))
+
+    def stuck_and_queued(request_timeout_s):
+        """A server whose worker is stuck on the first request (until the gate opens) and whose one queue
+        place holds the second: (client, first and second replies as futures, batcher)."""
+        batcher = RewardBatcher(Stuck(), max_batch=1, max_wait_ms=0, max_queue=1)
+        with running(create_app(batcher, limits=ServerLimits(request_timeout_s=request_timeout_s))) as (url, _), \
+                httpx.Client(base_url=url, timeout=60) as client, ThreadPoolExecutor(2) as pool:
+            first = pool.submit(client.post, "/score", json=body)  # taken by the worker, stuck
+            _wait_until(lambda: batcher.in_flight > 0, "the first request taken")
+            second = pool.submit(client.post, "/score", json=body)  # queued (queue now full)
+            yield client, first, second, batcher
+
     try:
-        with running(app) as (url, _), httpx.Client(base_url=url, timeout=30) as client:
-            with ThreadPoolExecutor(2) as pool:
-                first = pool.submit(client.post, "/score", json=body)  # taken by the worker, stuck
-                deadline = time.time() + 10
-                while batcher.in_flight == 0 and time.time() < deadline:
-                    time.sleep(0.01)
-                second = pool.submit(client.post, "/score", json=body)  # queued (queue now full)
-                while batcher.queue_depth == 0 and time.time() < deadline:
-                    time.sleep(0.01)
-                third = client.post("/score", json=body)
-                assert third.status_code == 503 and third.headers["retry-after"] == "1"
-                assert "queue is full" in third.json()["error"]
-                assert second.result().status_code == 504  # timed out while queued: withdrawn
-                assert first.result().status_code == 504
-                gate.set()
+        # a full queue: the deadline (600 s) cannot end the queued request first, whatever the machine's speed
+        for client, first, second, batcher in stuck_and_queued(600.0):
+            _wait_until(lambda: batcher.queue_depth == 1, "the second request queued")
+            third = client.post("/score", json=body)
+            assert third.status_code == 503 and third.headers["retry-after"] == "1"
+            assert "queue is full" in third.json()["error"]
+            gate.set()
+            assert first.result().status_code == second.result().status_code == 200
+        # deadlines: the worker stays stuck until both replies are in, so each ends at its 0.5-s deadline
+        gate.clear()
+        for _, first, second, _ in stuck_and_queued(0.5):
+            assert second.result().status_code == 504  # timed out while queued: withdrawn
+            assert first.result().status_code == 504
+            gate.set()
     finally:
         gate.set()
 
 
 def test_shutdown_finishes_in_flight_requests(scorer, clips):
-    class Slow:
+    gate = threading.Event()
+
+    class Held:
         model = scorer.model
 
         def score_detailed(self, episodes):
-            time.sleep(0.3)
+            gate.wait(120)
             return scorer.score_detailed(episodes)
 
-    batcher = RewardBatcher(Slow(), max_batch=4, max_wait_ms=0)
-    with running(create_app(batcher)) as (url, server), httpx.Client(base_url=url, timeout=30) as client:
-        with ThreadPoolExecutor(8) as pool:
-            futures = [pool.submit(client.post, "/score", json={"episodes": [_episode_json(*clips[i], i)]})
-                       for i in range(8)]
-            time.sleep(0.2)
-            server.should_exit = True  # what SIGTERM does
-            codes = [f.result().status_code for f in futures]
+    batcher = RewardBatcher(Held(), max_batch=4, max_wait_ms=0)
+    try:
+        with running(create_app(batcher)) as (url, server), httpx.Client(base_url=url, timeout=120) as client:
+            with ThreadPoolExecutor(8) as pool:
+                futures = [pool.submit(client.post, "/score", json={"episodes": [_episode_json(*clips[i], i)]})
+                           for i in range(8)]
+                # every request is in (scored or queued) before the shutdown, and none is scored until the
+                # shutdown has begun (the server has stopped accepting): no sleep decides either
+                _wait_until(lambda: batcher.stats.requests == 8, "eight requests in")
+                server.should_exit = True  # what SIGTERM does
+                _wait_until(lambda: not _accepts(url), "the shutdown begun")
+                gate.set()
+                codes = [f.result().status_code for f in futures]
+    finally:
+        gate.set()
     assert codes == [200] * 8
     assert batcher.closed  # the lifespan drained and closed it
 
