@@ -282,7 +282,16 @@ def test_unreadable_or_invalid_cache_entries_are_misses(tmp_path):
 
 
 def test_concurrency_limit_is_respected():
-    slow = lambda index, body, headers: Reply(delay_s=0.15, body=completion(labels_json()).body)
+    # the first three answers wait until all three requests are in at once (a barrier, not a delay that a
+    # slow machine might not overlap): max_in_flight is then 3 whatever the speed, and more only if the
+    # client lets a fourth request out
+    together = threading.Barrier(3, timeout=60)
+
+    def slow(index, body, headers):
+        if index < 3:
+            together.wait()
+        return Reply(body=completion(labels_json()).body)
+
     with ChatServer(slow) as server, make_client(server, concurrency=3) as client:
         requests = [MESSAGES + [{"role": "user", "content": str(i)}] for i in range(12)]
         with ThreadPoolExecutor(max_workers=12) as pool:
