@@ -96,6 +96,18 @@ def test_scp_folder_has_one_sorted_file_per_numeric_column(tmp_path):
     assert not (folder / "frames.scp").exists()
 
 
+def test_scp_writes_the_columns_the_report_shows_in_percent_as_percent(tmp_path):
+    assert "wer_pocketsphinx" in NATURALNESS.percent_columns and "cer_clean_whisper" in NATURALNESS.percent_columns
+    pl.DataFrame({"item_id": ["u1", "u2", "u3"], "wer_pocketsphinx": [0.1, 1 / 3, None],
+                  "mos_dnsmos_ovrl": [3.5, 2.0, 1.0]}).write_parquet(tmp_path / "n.parquet")
+    folder = write_results_as(tmp_path / "n.parquet", "scp", NATURALNESS)
+    assert sorted(p.name for p in folder.glob("*.scp")) == ["mos_dnsmos_ovrl.scp", "wer_pocketsphinx_pct.scp"]
+    wer = read_scp(folder / "wer_pocketsphinx_pct.scp")
+    assert [key for key, _ in wer] == ["u1", "u2"]
+    assert [float(v) for _, v in wer] == pytest.approx([10.0, 100 / 3], rel=1e-10)
+    assert read_scp(folder / "mos_dnsmos_ovrl.scp")[0] == ("u1", "3.5")  # other columns keep their units
+
+
 def test_keys_carry_the_dataset_where_the_protocol_keys_by_it(tmp_path):
     frame = pl.DataFrame({"instance_id": ["1", "1", "2"], "dataset": ["vctk", "libri", None], "score": [0.1, 0.2, 0.3]})
     assert result_keys(frame, CONSISTENCY).to_list() == ["vctk/1", "libri/1", "2"]

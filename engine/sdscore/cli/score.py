@@ -54,20 +54,32 @@ def _add_runtime_options(parser: argparse.ArgumentParser) -> None:
                              "or a folder of Kaldi-style <metric>.scp files (--out stays the Parquet results)")
     parser.add_argument("--format-out", metavar="PATH",
                         help="where --format goes (default: beside --out: OUT.jsonl, OUT.versa.jsonl, OUT_scp/)")
+    parser.add_argument("--write-back", metavar="PATH",
+                        help="also write the input again at PATH with the results added (the input is never "
+                             "changed): a HF save_to_disk folder gets the result columns, a Lhotse CutSet or "
+                             "SupervisionSet (PATH .jsonl or .jsonl.gz) gets them in each supervision's custom, "
+                             "a Kaldi data directory is copied with one <metric>.scp per numeric column")
     add_overwrite_option(parser)
 
 
-def _plan_score_outputs(args: argparse.Namespace) -> tuple[Path | str, Path | None]:
-    """Check --out, its shards and lock, and --format-out before any work; returns (out, format_out)
-    (out: an s3:// or gs:// URI as text)."""
+def _plan_score_outputs(args: argparse.Namespace) -> tuple[Path | str, Path | None, Path | None]:
+    """Check --out, its shards and lock, --format-out and --write-back before any work; returns (out,
+    format_out, write_back) (out: an s3:// or gs:// URI as text)."""
     from sdscore import storage
     from sdscore.corpus.output_formats import default_destination
     from sdscore.runtime.sharded_output import parts_folder
 
     args.out = storage.normalize(args.out) if args.out else args.out  # file:// → its path: the local policy applies
     if storage.is_remote(args.out):
-        return _plan_object_output(args), None
+        if args.write_back is not None:
+            raise SdscoreError(f"{args.out}: --write-back needs a local --out")
+        return _plan_object_output(args), None, None
     plan = output_plan(args, "sdscore score")
+    write_back = None
+    if args.write_back is not None:
+        from sdscore.corpus.write_back import plan_write_back
+
+        write_back = plan_write_back(plan, args.manifest, args.write_back)
     finished = args.out and os.path.isfile(args.out) and not os.path.islink(args.out) \
         and not parts_folder(Path(args.out)).exists()
     if args.resume and finished and not args.overwrite:
@@ -77,14 +89,14 @@ def _plan_score_outputs(args: argparse.Namespace) -> tuple[Path | str, Path | No
     plan.reserve(parts_folder(out), "--out's shard folder")
     plan.reserve(out.with_name(out.name + ".lock"), "--out's lock file")
     if args.format == "parquet" and args.format_out is None:
-        return out, None
+        return out, None, write_back
     if args.format_out is None:
         destination = default_destination(out, args.format)
     else:
         destination = args.format_out
     if args.format == "scp":
-        return out, plan.folder(destination, "--format-out")
-    return out, plan.file(destination, "--format-out")
+        return out, plan.folder(destination, "--format-out"), write_back
+    return out, plan.file(destination, "--format-out"), write_back
 
 
 def _plan_object_output(args: argparse.Namespace) -> str:
@@ -114,7 +126,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
         options = {"num_cpus_per_actor": args.ray_cpus, "num_gpus_per_actor": args.ray_gpus}
     elif args.ray_cpus is not None or args.ray_gpus:
         raise ValueError("--ray-cpus / --ray-gpus need --ray")
-    out, format_out = _plan_score_outputs(args)
+    out, format_out, write_back_to = _plan_score_outputs(args)
     with stage_progress() as progress:
         summary = score(entry.name, args.manifest, out, executor=executor, workers=args.workers,
                         ray_address=address, resume=args.resume, window_rows=args.window_rows,
@@ -127,6 +139,11 @@ def _cmd_score(args: argparse.Namespace) -> int:
 
         written = write_results_as(summary.out, args.format, entry.manifest_spec(), format_out, overwrite=args.overwrite)
         console.print(f"{args.format} → [bold]{written}[/bold]")
+    if write_back_to is not None:
+        from sdscore.corpus.write_back import write_back
+
+        written = write_back(args.manifest, summary.out, entry.manifest_spec(), write_back_to, overwrite=args.overwrite)
+        console.print(f"results written back → [bold]{written}[/bold]")
     return 1 if summary.failed else 0
 
 

@@ -7,7 +7,9 @@ Written from a finished results Parquet (the runtime always writes that, resumab
   are left out of the object, and `error` appears only on rows that failed.
 - ``scp``: a folder with one ``<metric>.scp`` per numeric or boolean column, ``<key> <value>``
   lines sorted by key in byte order (Kaldi's `LC_ALL=C sort`); rows whose value is null or NaN
-  are left out (a column with no value at all gets no file), booleans are 1/0.
+  are left out (a column with no value at all gets no file), booleans are 1/0; a column the
+  protocol's report shows in percent (spec.percent_columns: WER, CER) is written x100 as
+  ``<metric>_pct.scp``.
 The key is the protocol's unique key: its id column, prefixed by `dataset/` where the protocol
 keys rows by dataset too and the row has one.
 
@@ -103,20 +105,34 @@ def _scp_value(value) -> str | None:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def write_scp(frame: pl.DataFrame, spec: ManifestSpec, destination: Path, source: str, *, overwrite: bool = False) -> Path:
+def scp_tables(frame: pl.DataFrame, spec: ManifestSpec, source: str) -> dict[str, str]:
+    """{file name: text} of the scp files of a results frame: one `<metric>.scp` per numeric or boolean
+    column with a value, in the units the protocol's report shows (spec.percent_columns: x100, named
+    `<metric>_pct.scp`)."""
     keys = _checked_keys(result_keys(frame, spec), source, "scp")
     skip = _key_parts(spec)
     metrics = [c for c, t in frame.schema.items() if c not in skip and c != ERROR_COLUMN and t in _NUMERIC]
     if not metrics:
         raise SdscoreError(f"{source}: no numeric columns to write as scp files")
     order = sorted(range(len(keys)), key=lambda i: keys[i].encode("utf-8"))
+    tables: dict[str, str] = {}
+    for metric in metrics:
+        values = frame[metric].to_list()
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", metric)
+        if metric in spec.percent_columns and frame.schema[metric] != pl.Boolean:
+            name += "_pct"
+            values = [None if v is None else round(100.0 * v, 10) for v in values]
+        lines = [f"{keys[i]} {text}\n" for i in order if (text := _scp_value(values[i])) is not None]
+        if lines:  # a metric no row has (e.g. a model that was not given) gets no file
+            tables[f"{name}.scp"] = "".join(lines)
+    return tables
+
+
+def write_scp(frame: pl.DataFrame, spec: ManifestSpec, destination: Path, source: str, *, overwrite: bool = False) -> Path:
+    tables = scp_tables(frame, spec, source)
     with staged_folder(destination, overwrite=overwrite, command="sdscore score --format scp") as staging:
-        for metric in metrics:
-            values = frame[metric].to_list()
-            name = re.sub(r"[^A-Za-z0-9_.-]", "_", metric)
-            lines = [f"{keys[i]} {text}\n" for i in order if (text := _scp_value(values[i])) is not None]
-            if lines:  # a metric no row has (e.g. a model that was not given) gets no file
-                (staging / f"{name}.scp").write_text("".join(lines), encoding="utf-8")
+        for name, text in tables.items():
+            (staging / name).write_text(text, encoding="utf-8")
     return destination
 
 

@@ -153,6 +153,9 @@ class ManifestSpec:
     #: The protocol's own row checks beyond the above: a module-level function (picklable, so
     #: worker processes validate with it) returning sdscore.corpus.row_checks.RowCheck values.
     row_checks: Callable[[], list] = field(default=no_row_checks, compare=False)
+    #: Result columns held as fractions that the protocol's report shows in percent (WER, CER): the
+    #: Kaldi scp files (`--format scp`, a Kaldi `--write-back`) write them x100 as `<column>_pct.scp`.
+    percent_columns: tuple[str, ...] = field(default=(), compare=False)
 
 
 def make_spec(
@@ -165,10 +168,11 @@ def make_spec(
     allowed_values: Mapping[str, tuple[str, ...]],
     audio_columns: tuple[str, ...],
     row_checks: Callable[[], list] = no_row_checks,
+    percent_columns: tuple[str, ...] = (),
 ) -> ManifestSpec:
     """A ManifestSpec (allowed_values copied into a plain dict, so the spec pickles)."""
     return ManifestSpec(name, schema, required, id_column, unique_key, dict(allowed_values), audio_columns,
-                        row_checks)
+                        row_checks, tuple(percent_columns))
 
 
 def require_spec(spec: object, function: str) -> ManifestSpec:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sdscore.corpus.schemas import NATURALNESS_ITEMS, make_spec
+from sdscore.protocols.naturalness.results import ASR_ENGINES
 
 SPEC = make_spec(
     "naturalness",
@@ -12,4 +13,7 @@ SPEC = make_spec(
     unique_key=("item_id",),
     allowed_values={},
     audio_columns=("audio_path", "answer_audio_path", "dialogue_path"),
+    # the report's WER % / CER % (results hold fractions)
+    percent_columns=tuple(f"{metric}_{engine}" for engine in ASR_ENGINES
+                          for metric in ("wer", "cer", "wer_clean", "cer_clean")),
 )
