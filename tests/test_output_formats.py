@@ -50,17 +50,79 @@ def test_jsonl_holds_every_column_of_every_row(arena_results, tmp_path):
     assert [row["error"] for row in lines] == expected["error"].to_list()
 
 
-def test_versa_is_one_object_per_key_with_the_scalar_metrics(arena_results, tmp_path):
+def test_versa_is_one_object_per_key_with_the_numeric_metrics_and_text_beside_it(arena_results, tmp_path):
     target = write_results_as(arena_results, "versa", ARENA, tmp_path / "r.versa.jsonl")
     expected = pl.read_parquet(arena_results)
     lines = [json.loads(line) for line in target.read_text().splitlines()]
-    assert [row["key"] for row in lines] == expected["battle_id"].to_list()
-    for row, source in zip(lines, expected.iter_rows(named=True)):
-        assert "battle_id" not in row and "pair" not in row and "vector" not in row and "note" not in row
+    good = expected.filter(pl.col("error").is_null())
+    assert 0 < good.height < expected.height
+    assert [row["key"] for row in lines] == good["battle_id"].to_list()  # failed rows are left out
+    for row, source in zip(lines, good.iter_rows(named=True)):
+        assert row == {"key": source["battle_id"], "value": source["value"]}  # numbers only
+    text = [json.loads(line) for line in (tmp_path / "r.versa.text.jsonl").read_text().splitlines()]
+    assert [row["key"] for row in text] == expected["battle_id"].to_list()  # every row
+    for row, source in zip(text, expected.iter_rows(named=True)):
         if source["error"] is None:
-            assert row == {"key": source["battle_id"], "value": source["value"], "side": source["side"]}
+            assert row == {"key": source["battle_id"], "side": source["side"]}
         else:
             assert row == {"key": source["battle_id"], "error": source["error"]}
+
+
+def versa_aggregate_results(logdir, scoredir, nj: int) -> None:
+    """VERSA's own aggregation, reproduced from its source: wavlab-speech/versa
+    versa/bin/aggregate_results.py (VERSA 1.0.0; the file last changed in 4352bd8, 2024-10-29, and is
+    the same at c398480, 2026-05-19). It json.loads every line of <logdir>/result.<n>.txt, writes them
+    to <scoredir>/utt_result.txt, and for every key of the FIRST line but "key" writes
+    `key: sum(info[key] for info in lines) / len(lines)` to <scoredir>/avg_result.txt — so a text value
+    (str + int) or a key missing from a later line crashes it."""
+    score_info = []
+    for i in range(nj):
+        with open(f"{logdir}/result.{i + 1}.txt") as f:
+            for line in f:
+                score_info.append(json.loads(line.strip()))
+    with open(f"{scoredir}/utt_result.txt", "w") as f, open(f"{scoredir}/avg_result.txt", "w") as f2:
+        for info in score_info:
+            f.write(f"{info}\n")
+        for key in score_info[0].keys():
+            if key == "key":
+                continue
+            avg = sum([info[key] for info in score_info]) / len(score_info)
+            f2.write(f"{key}: {avg}\n")
+
+
+def test_versas_aggregate_script_reads_our_versa_output(tmp_path):
+    results = tmp_path / "n.parquet"
+    pl.DataFrame({
+        "item_id": ["u1", "u2", "u3", "u4"],
+        "mos_dnsmos_ovrl": [3.5, 2.25, None, 4.0],
+        "wer_pocketsphinx": [0.5, 0.25, None, None],
+        "interrupted": [True, False, None, False],
+        "transcript_pocketsphinx": ["a", "b", None, "d"],
+        "language": ["en", "en", None, "fr"],
+        "error": [None, None, "answer: cannot decode", None],
+    }).write_parquet(results)
+    target = write_results_as(results, "versa", NATURALNESS, tmp_path / "logdir" / "result.1.txt")
+    (tmp_path / "score").mkdir()
+    versa_aggregate_results(tmp_path / "logdir", tmp_path / "score", 1)
+    averages = dict(line.split(": ") for line in (tmp_path / "score" / "avg_result.txt").read_text().splitlines())
+    assert float(averages["mos_dnsmos_ovrl"]) == pytest.approx((3.5 + 2.25 + 4.0) / 3)
+    assert float(averages["interrupted"]) == pytest.approx(1 / 3)
+    assert math.isnan(float(averages["wer_pocketsphinx"]))  # u4 has no WER: NaN, as VERSA writes a missing one
+    assert sorted(averages) == ["interrupted", "mos_dnsmos_ovrl", "wer_pocketsphinx"]
+    text = [json.loads(line) for line in (tmp_path / "logdir" / "result.1.text.txt").read_text().splitlines()]
+    assert text[0] == {"key": "u1", "transcript_pocketsphinx": "a", "language": "en"}
+    assert text[2] == {"key": "u3", "error": "answer: cannot decode"}
+    # the reproduction is VERSA's: the output with text in it (what --format versa wrote before) crashes it
+    target.write_text(json.dumps({"key": "u1", "mos": 3.5, "language": "en"}) + "\n")
+    with pytest.raises(TypeError, match="unsupported operand"):
+        versa_aggregate_results(tmp_path / "logdir", tmp_path / "score", 1)
+
+
+def test_versa_text_file_is_planned_with_the_output(arena_results, tmp_path):
+    (tmp_path / "r.versa.text.jsonl").write_text("mine\n")
+    with pytest.raises(SdscoreError, match=r"r.versa.text.jsonl: --format-out's text file exists; pass --overwrite"):
+        write_results_as(arena_results, "versa", ARENA, tmp_path / "r.versa.jsonl")
+    assert not (tmp_path / "r.versa.jsonl").exists() and (tmp_path / "r.versa.text.jsonl").read_text() == "mine\n"
 
 
 def test_scp_folder_has_one_sorted_file_per_numeric_column(tmp_path):

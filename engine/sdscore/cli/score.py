@@ -50,7 +50,8 @@ def _add_runtime_options(parser: argparse.ArgumentParser) -> None:
                         help="rows per window and per resumable shard (default 1024, or the unfinished run's)")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run from its shards")
     parser.add_argument("--format", choices=["parquet", "jsonl", "versa", "scp"], default="parquet",
-                        help="also write the finished results as JSONL, VERSA-style JSONL (one object per key) "
+                        help="also write the finished results as JSONL, VERSA-style JSONL (numbers, one object per key; "
+                             "text columns and errors beside it in OUT.versa.text.jsonl) "
                              "or a folder of Kaldi-style <metric>.scp files (--out stays the Parquet results)")
     parser.add_argument("--format-out", metavar="PATH",
                         help="where --format goes (default: beside --out: OUT.jsonl, OUT.versa.jsonl, OUT_scp/)")
@@ -96,6 +97,10 @@ def _plan_score_outputs(args: argparse.Namespace) -> tuple[Path | str, Path | No
         destination = args.format_out
     if args.format == "scp":
         return out, plan.folder(destination, "--format-out"), write_back
+    if args.format == "versa":
+        from sdscore.corpus.output_formats import versa_text_file
+
+        plan.file(versa_text_file(destination), "--format-out's text file")
     return out, plan.file(destination, "--format-out"), write_back
 
 

@@ -2,9 +2,13 @@
 
 Written from a finished results Parquet (the runtime always writes that, resumably):
 - ``jsonl``: every column of every row, one JSON object a line (lists and structs included).
-- ``versa``: one object per utterance key, ``{"key": ..., metric: value, ...}``, as VERSA's
-  per-utterance output: the scalar columns (numbers, booleans, text) only; null and NaN values
-  are left out of the object, and `error` appears only on rows that failed.
+- ``versa``: one object per utterance key, ``{"key": ..., metric: number, ...}``, as VERSA's
+  per-utterance output, numbers only so that VERSA's aggregate_results.py (which sums every key of
+  the first line over all lines) reads it: the numeric and boolean columns (booleans 1/0) that have
+  a value, every one on every line, a missing value written NaN as VERSA's own writer does (Python's
+  json.dumps); rows that failed are left out. The text columns and `error` go to a side file beside
+  it, named with ``.text`` before its suffix (versa_text_file: OUT.versa.text.jsonl), one object per
+  key (every row), null values left out.
 - ``scp``: a folder with one ``<metric>.scp`` per numeric or boolean column, ``<key> <value>``
   lines sorted by key in byte order (Kaldi's `LC_ALL=C sort`); rows whose value is null or NaN
   are left out (a column with no value at all gets no file), booleans are 1/0; a column the
@@ -40,6 +44,13 @@ FORMATS = ("parquet", "jsonl", "versa", "scp")
 KEY = "key"
 _NUMERIC = (pl.Float32, pl.Float64, pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32,
             pl.UInt64, pl.Boolean)
+
+
+def versa_text_file(destination: str | os.PathLike) -> Path:
+    """The side file of a VERSA output holding its text columns: `.text` before the last suffix
+    (X.versa.jsonl → X.versa.text.jsonl, result.1.txt → result.1.text.txt)."""
+    destination = Path(destination)
+    return destination.with_name(destination.stem + ".text" + destination.suffix)
 
 
 def default_destination(results: str | os.PathLike, fmt: str) -> Path:
@@ -85,13 +96,25 @@ def _clean(value):
 
 def write_versa(frame: pl.DataFrame, spec: ManifestSpec, destination: Path, source: str) -> Path:
     keys = _checked_keys(result_keys(frame, spec), source, "versa")
-    skip = _key_parts(spec)
-    scalar = [c for c, t in frame.schema.items()
-              if c not in skip and (t in _NUMERIC or t == pl.String or isinstance(t, (pl.Categorical, pl.Enum)))]
+    skip = _key_parts(spec) | {ERROR_COLUMN}
+    numeric = [c for c, t in frame.schema.items() if c not in skip and t in _NUMERIC
+               and frame[c].drop_nulls().len() > 0 and not (t in (pl.Float32, pl.Float64) and frame[c].is_nan().all())]
+    text = [c for c, t in frame.schema.items()
+            if c not in skip - {ERROR_COLUMN} and (t == pl.String or isinstance(t, (pl.Categorical, pl.Enum)))]
+    failed = frame[ERROR_COLUMN].is_not_null().to_list() if ERROR_COLUMN in frame.columns else [False] * frame.height
     with atomic_path(destination, durable=True) as temp, open(temp, "w", encoding="utf-8") as out:
-        for key, row in zip(keys, frame.select(scalar).iter_rows(named=True)):
+        for key, row, bad in zip(keys, frame.select(numeric).iter_rows(named=True), failed):
+            if bad:
+                continue
+            record: dict = {KEY: key}
+            for name, value in row.items():
+                value = _clean(value)
+                record[name] = math.nan if value is None else int(value) if isinstance(value, bool) else value
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    with atomic_path(versa_text_file(destination), durable=True) as temp, open(temp, "w", encoding="utf-8") as out:
+        for key, row in zip(keys, frame.select(text).iter_rows(named=True)):
             record = {KEY: key}
-            record.update((name, value) for name, value in ((n, _clean(v)) for n, v in row.items()) if value is not None)
+            record.update((name, value) for name, value in row.items() if value is not None)
             out.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
     return destination
 
@@ -152,6 +175,8 @@ def write_results_as(results: str | os.PathLike, fmt: str, spec: ManifestSpec,
         plan.folder(target, "--format-out")
     else:
         plan.file(target, "--format-out")
+    if fmt == "versa":
+        plan.file(versa_text_file(target), "--format-out's text file")
     if fmt == "parquet":
         with atomic_path(target, durable=True) as temp:
             shutil.copyfile(results, temp)
