@@ -23,14 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sdscore import storage
+from sdscore.corpus.validate import ERROR_COLUMN
 from sdscore.errors import SdscoreError
-from sdscore.progress import Progress
+from sdscore.progress import Progress, accepts_keyword
 from sdscore.runtime.executors import Executor, make_executor
 from sdscore.runtime.manifest_windows import ManifestWindows
 from sdscore.runtime.object_lock import ObjectLock
 from sdscore.runtime.object_output import ObjectShardedOutput, recorded_object_shard_rows
 from sdscore.runtime.output_lock import OutputLock
 from sdscore.runtime.provenance import manifest_fingerprint, now, run_provenance, weights_digest
+from sdscore.runtime.row_progress import RunRows
 from sdscore.runtime.scorer import ScoringJob
 from sdscore.runtime.sharded_output import ShardedOutput, parts_folder, recorded_shard_rows
 
@@ -118,7 +120,10 @@ def score_manifest(
     else local); workers: processes or Ray actors;
     window_rows: rows per window and per shard (default: the unfinished run's on resume, else
     DEFAULT_WINDOW_ROWS, smaller to give every worker two windows); executor_options go to the
-    executor (ray: num_cpus_per_actor, num_gpus_per_actor). Returns a RunSummary; the
+    executor (ray: num_cpus_per_actor, num_gpus_per_actor); progress(stage, done, total) gets the rows
+    done (also those a Scorer reports inside a window, runtime/row_progress.py; from a helper thread
+    with the processes and ray executors, one call at a time), and `failed=` (rows with an error so
+    far) when it takes that keyword. Returns a RunSummary; the
     results are in `out`, one row per manifest row in manifest order, with an `error` column.
     """
     began, started = time.perf_counter(), now()
@@ -150,14 +155,12 @@ def score_manifest(
             output = ShardedOutput(out, windows.n_rows, rows_per_window, record, resume)
         todo = [(k, *output.rows_of(k)) for k in output.pending()]
         done = windows.n_rows - sum(stop - start for _, start, stop in todo)
-        stage = f"{windows.protocol}: score rows"
-        if progress:
-            progress(stage, done, windows.n_rows)
-        for k, results in runner.run(job, windows, todo):
+        counter = RunRows(progress, f"score {windows.protocol}", windows.n_rows, done)
+        counter.report()
+        per_row = {"rows_done": counter.rows_done} if progress and accepts_keyword(runner.run, "rows_done") else {}
+        for k, results in runner.run(job, windows, todo, **per_row):
             output.write_shard(k, results)
-            done += results.height
-            if progress:
-                progress(stage, done, windows.n_rows)
+            counter.window_finished(k, results.height, int(results[ERROR_COLUMN].is_not_null().sum()))
         rows, failed = output.finish(run_provenance(record, runner.describe(), started))
     return RunSummary(out, rows, failed, len(todo), output.n_shards - len(todo), time.perf_counter() - began)
 

@@ -6,6 +6,9 @@ A Scorer is a callable class: ``__init__(**settings)`` loads models and caches o
 row per input row, in order, with an ``error`` column (null when fine). A row whose input is bad
 gets its error and null results; the other rows of the batch are scored. An optional ``close()``
 releases what ``__init__`` opened. The runtime checks each batch's results with `check_results`.
+A Scorer that scores a batch in several steps may take a ``progress`` keyword in ``__call__``
+(``progress(stage, done, total)``, sdscore.progress) and call it after each step: the runtime then
+counts rows done before the batch's results are back (runtime/row_progress.py).
 """
 
 from __future__ import annotations

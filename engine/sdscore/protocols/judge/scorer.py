@@ -148,10 +148,11 @@ class JudgeScorer:
             self._close_judge()
             raise
 
-    def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
+    def __call__(self, rows: pl.DataFrame, progress: Progress | None = None) -> pl.DataFrame:
+        """progress: as the judge answers items (an LLM judge: each reply; the runtime counts rows by it)."""
         paths = blueprint_paths(rows, self.judge)
         blueprints = dict(zip(paths, self.blueprints.build(paths))) if paths else None
-        return score_judge(rows, self.judge, self.fusion, blueprints)
+        return score_judge(rows, self.judge, self.fusion, blueprints, progress)
 
     def _close_judge(self) -> None:
         if isinstance(self.judge, LLMJudge):

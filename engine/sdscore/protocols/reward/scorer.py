@@ -113,8 +113,9 @@ class RewardPairsScorer:
             max_audio_seconds=s.max_audio_seconds, share_prefixes=s.share_prefixes,
         )
 
-    def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
-        return score_pairs_frame(rows, self.scorer, self.store_pooled)
+    def __call__(self, rows: pl.DataFrame, progress: Progress | None = None) -> pl.DataFrame:
+        """progress: after each batch of episodes the reward model scores (the runtime counts rows by it)."""
+        return score_pairs_frame(rows, self.scorer, self.store_pooled, progress)
 
 
 def scoring_job(**settings: Any) -> ScoringJob:

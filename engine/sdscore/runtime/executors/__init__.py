@@ -14,6 +14,7 @@ from typing import Protocol
 import polars as pl
 
 from sdscore.runtime.manifest_windows import ManifestWindows
+from sdscore.runtime.row_progress import RowsDone
 from sdscore.runtime.scorer import ScoringJob
 
 #: (shard index, first row, stop row) of one window of the manifest
@@ -23,9 +24,11 @@ EXECUTORS = ("local", "processes", "ray")
 
 class Executor(Protocol):
     def run(
-        self, job: ScoringJob, manifest: ManifestWindows, windows: list[Window]
+        self, job: ScoringJob, manifest: ManifestWindows, windows: list[Window], rows_done: RowsDone | None = None
     ) -> Iterator[tuple[int, pl.DataFrame]]:
-        """(shard index, results) for each window, each exactly once, in any order."""
+        """(shard index, results) for each window, each exactly once, in any order; rows_done(shard, rows)
+        as a Scorer that takes a `progress` keyword reports rows done inside a window (runtime/row_progress.py;
+        an executor without the keyword is called without it)."""
         ...
 
     def describe(self) -> dict:

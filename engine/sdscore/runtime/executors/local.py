@@ -12,6 +12,7 @@ import polars as pl
 
 from sdscore.runtime.compute_budget import cores, torch_threads_within
 from sdscore.runtime.manifest_windows import ManifestWindows
+from sdscore.runtime.row_progress import RowsDone, WindowRows, score_rows, takes_progress
 from sdscore.runtime.scorer import ScoringJob, check_results
 
 
@@ -28,10 +29,12 @@ class LocalExecutor:
     def describe(self) -> dict:
         return {"name": "local", "workers": 1}
 
-    def run(self, job: ScoringJob, manifest: ManifestWindows, windows) -> Iterator[tuple[int, pl.DataFrame]]:
+    def run(self, job: ScoringJob, manifest: ManifestWindows, windows,
+            rows_done: RowsDone | None = None) -> Iterator[tuple[int, pl.DataFrame]]:
         if not windows:
             return
         scorer = job.create()
+        takes = rows_done is not None and takes_progress(scorer)
         reader = ThreadPoolExecutor(1, thread_name_prefix="sdscore-read")
         try:
             _, start, stop = windows[0]
@@ -41,7 +44,7 @@ class LocalExecutor:
                 if i + 1 < len(windows):  # polars reads and validates off the GIL while we score
                     pending = reader.submit(manifest.window, *windows[i + 1][1:])
                 with torch_threads_within(cores()):  # not across the yield: the caller's code runs there
-                    results = scorer(rows)
+                    results = score_rows(scorer, rows, takes, WindowRows(k, rows.height, rows_done) if takes else None)
                 yield k, check_results(rows, results, job.scorer_name, start)
         finally:
             reader.shutdown(wait=True, cancel_futures=True)

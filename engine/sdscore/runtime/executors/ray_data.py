@@ -18,6 +18,10 @@ The pipeline (all Ray Data, no scheduling of our own):
    several windows or part of one) and yields a shard, in `_row` order and with the dtypes the
    Scorer gave, as soon as all its rows are in. Only the shards in flight are held here.
 
+Rows done inside a window (a Scorer that takes a `progress` keyword, runtime/row_progress.py) come back
+as (window, rows) on a Ray queue (an actor of no CPU), at most one message every REPORT_EVERY seconds
+per actor, read on a thread of the driver.
+
 Blocks: the manifest is read into blocks of one window each, so `rows_per_block` is the runtime's
 window size (`score_manifest(window_rows=...)`, the shard size); it is only recorded here, and a
 window larger than a given `rows_per_block` is refused. With GPUs, where Ray Data needs an explicit
@@ -37,6 +41,7 @@ import math
 import os
 import pickle
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -50,6 +55,7 @@ from sdscore.runtime.compute_budget import become_worker, cores, limit_threads
 from sdscore.runtime.executors.local import close_scorer
 from sdscore.runtime.executors.ray_watchdog import RayInstanceWatch
 from sdscore.runtime.manifest_windows import ManifestWindows, WindowReader
+from sdscore.runtime.row_progress import REPORT_EVERY, RowsDone, Throttled, WindowRows, score_rows, takes_progress
 from sdscore.runtime.scorer import ScoringJob, check_results
 
 #: Helper columns carried beside a window's rows through the pipeline.
@@ -95,14 +101,16 @@ class _ScoreWindows:
     A Scorer that cannot be built is reported with the first batch (as the processes executor
     does), so it fails the run with its own message instead of Ray restarting the actor."""
 
-    def __init__(self, job: ScoringJob, threads: int):
-        self.job, self.scorer, self.start_error = job, None, None
+    def __init__(self, job: ScoringJob, threads: int, reports=None, report_every: float = REPORT_EVERY):
+        self.job, self.scorer, self.start_error, self.report = job, None, None, None
         become_worker(threads)  # cores() is the actor's share; no pool nests in it
         try:
             self.scorer = job.create()
         except Exception as error:
             self.start_error = _tagged(error, f"{job.scorer_name} could not be built on a Ray actor: ")
         limit_threads(threads)  # the Scorer may have imported torch just now
+        if reports is not None and self.scorer is not None and takes_progress(self.scorer):
+            self.report = Throttled(lambda k, rows: _send(reports, (k, rows)), report_every)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         if self.start_error is not None:
@@ -117,7 +125,9 @@ class _ScoreWindows:
         tables, dtypes = [], {}
         for part in frame.partition_by(SHARD_COLUMN, maintain_order=True):  # never mix windows in a call
             rows = part.drop(SHARD_COLUMN, ROW_COLUMN)
-            results = check_results(rows, self.scorer(rows), self.job.scorer_name, int(part[ROW_COLUMN][0]))
+            progress = None if self.report is None else WindowRows(int(part[SHARD_COLUMN][0]), rows.height, self.report)
+            results = score_rows(self.scorer, rows, progress is not None, progress)
+            results = check_results(rows, results, self.job.scorer_name, int(part[ROW_COLUMN][0]))
             clash = [c for c in (SHARD_COLUMN, ROW_COLUMN) if c in results.columns]
             if clash:
                 raise SdscoreError(f"{self.job.scorer_name} returned column(s) {clash}, reserved by the ray executor")
@@ -130,6 +140,54 @@ class _ScoreWindows:
         if getattr(self, "scorer", None) is not None:
             scorer, self.scorer = self.scorer, None
             close_scorer(scorer)
+
+
+def _send(reports, message: tuple[int, int]) -> None:
+    """A row count to the driver's queue; one that cannot be sent is dropped (the window's results carry
+    its rows), never failing the window."""
+    try:
+        reports.put_nowait(message)
+    except Exception:  # noqa: BLE001 - a full or closed queue, or the driver already gone
+        pass
+
+
+class _RowReports:
+    """The driver's side of the actors' row counts: a Ray queue (an actor of no CPU) read by a thread that
+    hands (window, rows) to rows_done until close(), which reads what is left (an actor's count is in the
+    queue before the batch it belongs to is returned) and removes the queue."""
+
+    def __init__(self, rows_done: RowsDone):
+        from ray.util.queue import Queue
+
+        self.queue, self.rows_done = Queue(actor_options={"num_cpus": 0}), rows_done
+        self.stop, self.error = threading.Event(), None
+        self.thread = threading.Thread(target=self._forward, name="sdscore-rows", daemon=True)
+        self.thread.start()
+
+    def _forward(self) -> None:
+        from ray.util.queue import Empty
+
+        while not self.stop.is_set():
+            try:
+                self._take(self.queue.get(timeout=0.2))
+            except Empty:
+                continue
+
+    def _take(self, message: tuple[int, int]) -> None:
+        if self.error is None:
+            try:
+                self.rows_done(*message)
+            except Exception as error:  # noqa: BLE001 - raised by the run, in its own thread
+                self.error = error
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        try:
+            for message in self.queue.get_nowait_batch(self.queue.qsize()):
+                self._take(message)
+        finally:
+            self.queue.shutdown()
 
 
 def _score_empty(job: ScoringJob, reader: WindowReader, threads: int) -> pl.DataFrame:
@@ -299,6 +357,7 @@ class RayExecutor:
         num_cpus_per_actor: float | None = None,
         num_gpus_per_actor: float = 0.0,
         rows_per_block: int | None = None,
+        report_every: float = REPORT_EVERY,
     ):
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
@@ -317,6 +376,7 @@ class RayExecutor:
         self.num_gpus_per_actor = float(num_gpus_per_actor)
         self.rows_per_block = rows_per_block
         self.threads = max(1, math.floor(cpus))
+        self.report_every = report_every  # seconds between two row-count messages of an actor
 
     def describe(self) -> dict:
         return {
@@ -357,7 +417,8 @@ class RayExecutor:
                     f"the local Ray instance has {have:g}; use fewer workers or smaller num_cpus/num_gpus per actor"
                 )
 
-    def run(self, job: ScoringJob, manifest: ManifestWindows, windows) -> Iterator[tuple[int, pl.DataFrame]]:
+    def run(self, job: ScoringJob, manifest: ManifestWindows, windows,
+            rows_done: RowsDone | None = None) -> Iterator[tuple[int, pl.DataFrame]]:
         if not windows:
             return
         largest = max(stop - start for _, start, stop in windows)
@@ -375,11 +436,22 @@ class RayExecutor:
                     yield k, self._score_empty(ray, job, manifest)
             windows = [window for window in windows if window[1] < window[2]]
             if windows:
-                yield from self._stream(ray, job, manifest, windows, largest)
+                yield from self._stream(ray, job, manifest, windows, largest, rows_done)
 
-    def _stream(self, ray, job: ScoringJob, manifest: ManifestWindows, windows, largest: int):
+    def _stream(self, ray, job: ScoringJob, manifest: ManifestWindows, windows, largest: int,
+                rows_done: RowsDone | None = None):
         """Run the pipeline, yielding each shard once all its rows are back."""
-        batches = iter(self._dataset(ray, job, manifest, windows, largest).iter_batches(
+        reports = None if rows_done is None else _RowReports(rows_done)
+        try:
+            yield from self._drain(ray, job, manifest, windows, largest, reports)
+        finally:
+            if reports is not None:
+                reports.close()
+        if reports is not None and reports.error is not None:
+            raise reports.error
+
+    def _drain(self, ray, job: ScoringJob, manifest: ManifestWindows, windows, largest: int, reports):
+        batches = iter(self._dataset(ray, job, manifest, windows, largest, reports).iter_batches(
             batch_size=None, batch_format="pyarrow"
         ))
         try:
@@ -391,6 +463,8 @@ class RayExecutor:
                     raise _failure(error) from error
                 if batch is None:
                     break
+                if reports is not None and reports.error is not None:
+                    raise reports.error
                 yield from shards.add(batch)
             missing = shards.missing()
             if missing:
@@ -411,7 +485,7 @@ class RayExecutor:
         except Exception as error:
             raise _failure(error) from error
 
-    def _dataset(self, ray, job: ScoringJob, manifest: ManifestWindows, windows, largest: int):
+    def _dataset(self, ray, job: ScoringJob, manifest: ManifestWindows, windows, largest: int, reports=None):
         first_rows = manifest.first_rows
         items = [
             {"shard": k, "start": start, "stop": stop, "first_rows": first_rows[start:stop].to_list()}
@@ -428,7 +502,9 @@ class RayExecutor:
         )
         return dataset.map_batches(
             _ScoreWindows,
-            fn_constructor_kwargs={"job": job, "threads": self.threads},
+            fn_constructor_kwargs={"job": job, "threads": self.threads,
+                                   "reports": None if reports is None else reports.queue,
+                                   "report_every": self.report_every},
             # a block is one window; Ray Data wants an explicit batch size for GPU actors
             batch_size=(self.rows_per_block or largest) if gpu else None,
             batch_format="pyarrow",
