@@ -24,6 +24,16 @@ def _positive(value: str) -> int:
     return count
 
 
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {value!r}")
+    return seconds
+
+
 def _location(value: str) -> Path | str:
     """A manifest argument: a local path (a file:// URI becomes one), or an s3:// / gs:// URI as text."""
     from sdscore import storage
@@ -49,6 +59,9 @@ def _add_runtime_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--window-rows", type=_positive,
                         help="rows per window and per resumable shard (default 1024, or the unfinished run's)")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run from its shards")
+    parser.add_argument("--progress-every", type=_seconds, metavar="SECONDS",
+                        help="when stderr is not a terminal: a progress line every SECONDS (default "
+                             "$SDSCORE_PROGRESS_EVERY, else 30; 0: none)")
     parser.add_argument("--format", choices=["parquet", "jsonl", "versa", "scp"], default="parquet",
                         help="also write the finished results as JSONL, VERSA-style JSONL (numbers, one object per key; "
                              "text columns and errors beside it in OUT.versa.text.jsonl) "
@@ -132,7 +145,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     elif args.ray_cpus is not None or args.ray_gpus:
         raise ValueError("--ray-cpus / --ray-gpus need --ray")
     out, format_out, write_back_to = _plan_score_outputs(args)
-    with stage_progress() as progress:
+    with stage_progress(args.progress_every) as progress:
         summary = score(entry.name, args.manifest, out, executor=executor, workers=args.workers,
                         ray_address=address, resume=args.resume, window_rows=args.window_rows,
                         executor_options=options, progress=progress, **entry.options().score_settings(args))
