@@ -33,7 +33,7 @@ def test_the_options_keep_their_flags_defaults_and_choices():
     flags = {flag: action for action in _parser()._actions for flag in action.option_strings}
     assert sorted(flags) == ["--base-url", "--cache-dir", "--concurrency", "--drop-group", "--fusion",
                              "--instruction-source", "--judge", "--labels", "--max-audio-seconds", "--mode", "--model",
-                             "--pitch", "--prompt-file", "--timeout"]
+                             "--pitch", "--prompt-file", "--temperature", "--timeout"]
     assert flags["--judge"].choices == ["rule", "openai"] and flags["--judge"].default == "rule"
     assert flags["--fusion"].choices == ["speakbench", "speakbench-paper", "s2sarena", "majority"]
     assert flags["--fusion"].default == "speakbench" and flags["--mode"].default == "blueprint"
@@ -65,7 +65,7 @@ def test_an_option_of_the_other_judge_is_refused():
 
 def test_api_keywords_are_checked_naming_the_valid_ones():
     with pytest.raises(SettingsError, match=r"unknown setting 'modle' for LlmJudgeSettings; valid: model, base_url, "
-                                            r"prompt_file, concurrency, cache_dir, timeout_s, prices, fusion, "
+                                            r"prompt_file, concurrency, cache_dir, timeout_s, prices, temperature, fusion, "
                                             r"instruction_source, pitch, max_audio_seconds, mode, labels, drop_groups"):
         judge_settings("openai", modle="m")
     with pytest.raises(SettingsError, match=r"^labels, model are not a setting of judge='rule' \(RuleJudgeSettings\); "

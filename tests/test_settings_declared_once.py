@@ -199,7 +199,7 @@ def test_arena_options_keep_their_flags_and_defaults():
     flags = {flag: action for action in parser._actions for flag in action.option_strings}
     assert sorted(flags) == ["--allow-ties", "--audio-rate", "--base-url", "--cache-dir", "--concurrency", "--judge",
                              "--max-audio-seconds", "--max-request-bytes", "--model", "--orders", "--prompt-file",
-                             "--seed", "--timeout"]
+                             "--seed", "--temperature", "--timeout"]
     assert flags["--judge"].required and flags["--model"].required and flags["--timeout"].metavar == "SECONDS"
     assert flags["--timeout"].dest == "timeout_s" and flags["--orders"].default == "both"
     with pytest.raises(SettingsError, match="--seed is for --orders random"):

@@ -86,7 +86,7 @@ def test_reward_options_keep_their_flags_defaults_and_help():
     assert sorted(flags) == ["--audio-rate", "--backend", "--base", "--base-url", "--cache-dir", "--concurrency",
                              "--device", "--dtype", "--judge", "--max-audio-seconds", "--max-batch",
                              "--max-request-bytes", "--max-tokens", "--model", "--no-prefix-sharing", "--orders",
-                             "--prompt-file", "--seed", "--store-pooled", "--system-prompt", "--timeout"]
+                             "--prompt-file", "--seed", "--store-pooled", "--system-prompt", "--temperature", "--timeout"]
     assert flags["--judge"].default == "reward-model" and flags["--judge"].choices == ["reward-model", "openai"]
     assert flags["--backend"].choices == ["auto", "torch", "onnxruntime", "tensorrt"]
     assert flags["--no-prefix-sharing"].dest == "share_prefixes" and flags["--no-prefix-sharing"].default is True
@@ -99,13 +99,19 @@ def test_reward_options_keep_their_flags_defaults_and_help():
     assert "--num-threads" not in flags  # an API-only setting
     assert sorted(_group_flags("reward", "audio-LLM judge (--judge openai)")) == [
         "--audio-rate", "--base-url", "--cache-dir", "--concurrency", "--max-request-bytes", "--orders",
-        "--prompt-file", "--seed", "--timeout"]
+        "--prompt-file", "--seed", "--temperature", "--timeout"]
 
 
 def test_naturalness_options_keep_their_flags_defaults_and_groups():
     flags = _flags("naturalness")
-    assert sorted(flags) == ["--cache-dir", "--dialect-dir", "--emotion-dir", "--jobs", "--lid-dir",
-                             "--max-audio-seconds", "--mos-dir", "--whisper-dir"]
+    assert sorted(flags) == ["--audio-rate", "--base-url", "--cache-dir", "--concurrency", "--dialect-dir",
+                             "--emotion-dir", "--jobs", "--judge", "--lid-dir", "--max-audio-seconds",
+                             "--max-request-bytes", "--model", "--mos-dir", "--prompt-file", "--temperature",
+                             "--timeout", "--whisper-dir"]
+    assert flags["--judge"].default == "features" and flags["--judge"].choices == ["features", "openai"]
+    assert _group_flags("naturalness", "stance judge (--judge openai)") == [
+        "--model", "--base-url", "--prompt-file", "--concurrency", "--timeout", "--temperature", "--audio-rate",
+        "--max-request-bytes"]
     assert flags["--jobs"].type is int and flags["--jobs"].default is None and flags["--mos-dir"].type is Path
     assert flags["--max-audio-seconds"].default == 600.0
     assert flags["--lid-dir"].help == "an audio language-ID classifier (e.g. MMS-LID); default: py3langid on the transcript"

@@ -15,3 +15,14 @@ def positive_seconds(value: str) -> float:
     if not (math.isfinite(seconds) and seconds > 0):
         raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {value!r}")
     return seconds
+
+
+def nonnegative_number(value: str) -> float:
+    """A finite number >= 0, e.g. a sampling temperature (ArgumentTypeError otherwise)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and number >= 0):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value!r}")
+    return number

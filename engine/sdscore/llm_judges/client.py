@@ -177,16 +177,24 @@ def base_url_from_env() -> str | None:
 
 def judge_client(model: str | None, base_url: str | None = None, *, concurrency: int = 8,
                  cache_dir: str | os.PathLike | None = None, timeout_s: float | None = None,
-                 prices: Mapping[str, Price] | None = None, json_mode: bool = True) -> ChatClient:
+                 prices: Mapping[str, Price] | None = None, json_mode: bool = True,
+                 temperature: float | None = None) -> ChatClient:
     """The ChatClient of an `--judge openai` run: base_url (else BASE_URL_ENV) and model checked with
-    errors that say what to pass; replies cached under cache_dir/replies."""
+    errors that say what to pass; replies cached under cache_dir/replies; temperature, when given, sent
+    with every request (None: not sent, the endpoint's default)."""
     base_url = base_url or base_url_from_env()
     if not base_url:
         raise ValueError(f"the openai judge needs base_url (or {' / '.join(BASE_URL_ENV)} set)")
     if not model:
         raise ValueError("the openai judge needs a model name (--model)")
+    params = None
+    if temperature is not None:
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
+                or not (math.isfinite(temperature) and temperature >= 0):
+            raise ValueError(f"the judge's temperature must be a finite number >= 0, got {temperature!r}")
+        params = {"temperature": float(temperature)}
     options = {} if timeout_s is None else {"timeout_s": timeout_s}
-    return ChatClient(base_url, model, concurrency=concurrency, json_mode=json_mode, prices=prices,
+    return ChatClient(base_url, model, concurrency=concurrency, json_mode=json_mode, prices=prices, params=params,
                       cache_dir=None if cache_dir is None else os.path.join(os.fspath(cache_dir), "replies"), **options)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS, MAX_AUDIO_SECONDS_HELP
 from sdscore.llm_judges.audio_request import DEFAULT_AUDIO_RATE, DEFAULT_MAX_REQUEST_BYTES
-from sdscore.llm_judges.cli_types import positive_seconds
+from sdscore.llm_judges.cli_types import nonnegative_number, positive_seconds
 from sdscore.llm_judges.client import DEFAULT_TIMEOUT_S
 from sdscore.runtime.settings import setting
 
@@ -22,7 +22,8 @@ class JudgeConfig:
     """An LLM judge at an OpenAI-compatible endpoint: model, base_url (or SDSCORE_JUDGE_BASE_URL /
     OPENAI_BASE_URL), prompt_file; concurrency (requests in flight per worker), cache_dir (replies, keyed
     by request content), timeout_s (per HTTP attempt) — these three are volatile: a resumed run may change
-    them —; prices (per-token prices for the cost column; API only)."""
+    them —; prices (per-token prices for the cost column; API only); temperature (sent with every request
+    and part of the reply cache's key; None: not sent, and left out of the run record)."""
 
     model: str | None = setting(help="judge model name")
     base_url: str | None = setting(None, help="OpenAI-compatible endpoint (or SDSCORE_JUDGE_BASE_URL)")
@@ -33,6 +34,9 @@ class JudgeConfig:
                                volatile=True, help="deadline per HTTP attempt, from sending to the whole reply "
                                                    f"(default {DEFAULT_TIMEOUT_S:g})")
     prices: Mapping[str, Any] | None = setting(None, cli=None)
+    temperature: float | None = setting(None, type=nonnegative_number, metavar="T", record_none=False,
+                                        help="sampling temperature sent with every request (default: not sent, "
+                                             "the endpoint's own; 0 for the most repeatable verdicts)")
 
 
 @dataclass(frozen=True)

@@ -48,21 +48,23 @@ class _Meta:
     metavar: str | None
     required: bool
     group: str | None = None
+    record_none: bool = True
 
 
 def setting(default: Any = dataclasses.MISSING, *, help: str = "", cli: str | None = "", choices: Sequence | None = None,
             volatile: bool = False, needs: Mapping[str, Sequence[str]] | None = None,
             type: Callable[[str], Any] | None = None, metavar: str | None = None, required: bool = False,
-            group: str | None = None) -> Any:
+            group: str | None = None, record_none: bool = True) -> Any:
     """A settings dataclass field. cli: the flag (default: --the-field-name; None: an API-only setting;
     a bool defaulting to True gets a `--no-...` flag that stores False); needs: {other option's field:
     its values} — the option is refused on the command line unless that option has one of them (e.g.
     a seed that only `--orders random` uses); type: argparse's converter (default from the annotation);
     required: the command line must give it (the API may leave it None, e.g. to fail later with a
     clearer message); group: the title of the argument group its option is listed under in --help
-    (default: its mode's group, or the command's)."""
+    (default: its mode's group, or the command's); record_none=False: a None value is left out of the
+    run record (a setting added later, e.g. a judge's temperature, so earlier records still match)."""
     meta = _Meta(help, cli, None if choices is None else tuple(choices), volatile,
-                 {k: tuple(v) for k, v in (needs or {}).items()}, type, metavar, required, group)
+                 {k: tuple(v) for k, v in (needs or {}).items()}, type, metavar, required, group, record_none)
     return dataclasses.field(default=default, metadata={_KEY: meta})
 
 
@@ -191,10 +193,11 @@ def plain(value: Any) -> Any:
 
 def run_record(settings: Any) -> dict[str, Any]:
     """The settings that change scores, by name in sorted order, as JSON-able values (volatile ones left
-    out): what a run record keeps and a resumed run must match."""
+    out; a record_none=False setting only when it is not None): what a run record keeps and a resumed
+    run must match."""
     cls = type(settings)
     return {f.name: plain(getattr(settings, f.name)) for f in sorted(fields(cls), key=lambda f: f.name)
-            if not _meta(f).volatile}
+            if not _meta(f).volatile and (_meta(f).record_none or getattr(settings, f.name) is not None)}
 
 
 # ---- the command line ----------------------------------------------------------------------------------

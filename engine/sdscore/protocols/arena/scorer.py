@@ -73,7 +73,8 @@ class ArenaAudioJudgeScorer:
         self.audio_rate, self.max_request_bytes = s.audio_rate, s.max_request_bytes
         self.max_audio_seconds = s.max_audio_seconds or None
         self.client = judge_client(s.model, s.base_url, concurrency=s.concurrency, cache_dir=s.cache_dir,
-                                   timeout_s=s.timeout_s, prices=s.prices, json_mode=False)
+                                   timeout_s=s.timeout_s, prices=s.prices, json_mode=False,
+                                   temperature=s.temperature)
 
     def _orders_of(self, battle_id: str) -> list[str]:
         if self.orders == "both":

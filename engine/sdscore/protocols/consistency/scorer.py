@@ -261,7 +261,8 @@ class LalmConsistencyScorer:
         """Positional settings fill model, base_url; see LalmConsistencySettings (checked: SettingsError)."""
         s = build(LalmConsistencySettings, *args, **settings)
         client = judge_client(s.model, s.base_url, concurrency=s.concurrency, cache_dir=s.cache_dir,
-                              timeout_s=s.timeout_s, prices=s.prices, json_mode=False)
+                              timeout_s=s.timeout_s, prices=s.prices, json_mode=False,
+                              temperature=s.temperature)
         try:
             self.judge = LalmConsistencyJudge(
                 client, s.task, reference=s.reference, text_context=s.text_context, per_turn=s.per_turn,

@@ -21,7 +21,8 @@ def make_judge(settings: JudgeSettings | None = None) -> RuleBaselineJudge | LLM
         settings = RuleJudgeSettings()
     if isinstance(settings, LlmJudgeSettings):
         client = judge_client(settings.model, settings.base_url, concurrency=settings.concurrency,
-                              cache_dir=settings.cache_dir, timeout_s=settings.timeout_s, prices=settings.prices)
+                              cache_dir=settings.cache_dir, timeout_s=settings.timeout_s, prices=settings.prices,
+                              temperature=settings.temperature)
         try:
             prompt = load_prompt(settings.mode, None if settings.prompt_file is None else str(settings.prompt_file),
                                  settings.labels)

@@ -171,7 +171,8 @@ class RewardAudioJudgeScorer:
         """Positional settings fill model, base_url; see RewardJudgeSettings (checked: SettingsError)."""
         s = build(RewardJudgeSettings, *args, **settings)
         client = judge_client(s.model, s.base_url, concurrency=s.concurrency, cache_dir=s.cache_dir,
-                              timeout_s=s.timeout_s, prices=s.prices, json_mode=False)
+                              timeout_s=s.timeout_s, prices=s.prices, json_mode=False,
+                              temperature=s.temperature)
         try:
             self.judge = PairwiseAudioJudge(
                 client, orders=s.orders, seed=s.seed,
