@@ -24,6 +24,10 @@ row) of the same rows, as the authors' benchmark_line --use-std):
 - dialectal_beta, dialectal_variance, arousal/valence/dominance_rho, pitch_variation: see
   sdscore.metrics.naturalness; rows whose dialect vectors hold a non-finite value are left out.
 
+Stances (Table III's same / more negative / more positive %, Fig. 5) come from the stance judge's
+results files (`score naturalness --judge openai`), given beside the feature results: see
+stance_eval.py; a system without them has the three values null with the reason.
+
 Paired tests: per per-row metric, each system against the reference on questions both answered
 (rows paired by question_key; a system's duplicate rows for one question are averaged), Wilcoxon
 signed-rank; and Friedman's test over every system with values, on the questions all answered.
@@ -107,7 +111,9 @@ class _System:
     def reason(self, columns: tuple[str, ...], words: tuple[str, ...] = ()) -> dict:
         """A null value with why: absent columns, no scored row, or all null (with the scorer's notes)."""
         missing = [c for c in columns if c in self.absent]
-        if missing:
+        if self.all_rows.height == 0:
+            why = f"system {self.name!r} has no row in the feature results (only stance results were given)"
+        elif missing:
             why = f"column{'s' if len(missing) > 1 else ''} {', '.join(missing)} absent from the results"
         elif self.rows.height == 0:
             why = f"system {self.name!r} has no scored row (all {self.n_errors} rows have an error)"
@@ -349,14 +355,20 @@ def system_order(frame: pl.DataFrame, reference_system: str) -> list[str]:
 
 
 def evaluate_naturalness(results: pl.DataFrame, *, reference_system: str = HUMAN_SYSTEM,
-                         half_duplex: tuple[str, ...] | list[str] = ()) -> dict:
+                         half_duplex: tuple[str, ...] | list[str] = (), stances: pl.DataFrame | None = None) -> dict:
     """Table III per system, paired tests against `reference_system`, and the definitions used.
-    half_duplex: systems whose interruption values are null (ValueError for a name not in the results)."""
+    half_duplex: systems whose interruption values are null (ValueError for a name not in the results);
+    stances: the stance judge's results (STANCE_RESULTS rows; null system = human), if any."""
+    from sdscore.protocols.naturalness.stance_eval import stance_metrics, table_values
+
     frame, absent = _prepared(results)
-    if frame.height == 0:
+    if stances is not None:
+        stances = stances.with_columns(pl.col("system").fill_null(HUMAN_SYSTEM))
+    if frame.height == 0 and (stances is None or stances.height == 0):
         raise ValueError("the naturalness results hold no rows")
     normalised = speaker_normalised(frame.filter(pl.Series(~error_mask(frame))))
-    order = system_order(frame, reference_system)
+    order = system_order(pl.concat([frame.select("system"), *([] if stances is None else [stances.select("system")])]),
+                         reference_system)
     unknown = [name for name in half_duplex if name not in order]
     if unknown:
         raise ValueError(f"half-duplex system {unknown[0]!r} is not in the results (systems: {', '.join(order)})")
@@ -364,6 +376,10 @@ def evaluate_naturalness(results: pl.DataFrame, *, reference_system: str = HUMAN
                for name in order}
     per_system = {name: _system_metrics(system, normalised.filter(pl.col("system") == name))
                   for name, system in systems.items()}
+    stance_values = stance_metrics(stances, order, reference_system)
+    for name, values in per_system.items():
+        values.update(table_values(stance_values[name]))
+        values["stances"] = stance_values[name]
     if reference_system in systems:
         tests, friedman = _paired_tests(systems, reference_system)
     else:
@@ -397,6 +413,10 @@ DEFINITIONS = {
     "pitch_variation": "mean over f0 min/p10/p25/median/p75/p90/max of the std (ddof=1) of values "
                        "divided by the mean f0_mean of the same (system, asker)",
     "paired_tests": f"{WILCOXON}, rows paired by question_key; p_value null with a reason when undefined",
+    "stances": "an audio-LLM judge rates question and answer on StanceBench's 10 dimensions (-1/0/+1); "
+               "stance_same_pct / stance_more_negative_pct / stance_more_positive_pct: the answer's rating equal "
+               "to, below or above the question's, pooled over rows and dimensions; stances.per_dimension per "
+               "dimension; stances.vs_reference the same against the reference answer to the same question",
 }
 
 #: Table III columns: (header, key, digits).
@@ -405,7 +425,8 @@ TABLE_COLUMNS = (
     ("Lat.ms", "latency_ms", 0), ("Int.ms", "interrupted_ms", 0), ("Int.%", "interrupted_pct", 1),
     ("Eng.%", "english_pct_known", 1), ("SameDial%", "same_dialect_pct", 1), ("β", "dialectal_beta", 2),
     ("tr(Σ)", "dialectal_variance", 1), ("ρA", "arousal_rho", 2), ("ρV", "valence_rho", 2),
-    ("ρD", "dominance_rho", 2), ("Dur.s", "answer_duration_s", 1), ("Voiced", "voiced_ratio", 3),
+    ("ρD", "dominance_rho", 2), ("Same%", "stance_same_pct", 1), ("Neg%", "stance_more_negative_pct", 1),
+    ("Pos%", "stance_more_positive_pct", 1), ("Dur.s", "answer_duration_s", 1), ("Voiced", "voiced_ratio", 3),
     ("PitchVar", "pitch_variation", 3),
 )
 
@@ -431,7 +452,8 @@ def format_table(metrics: dict, *, std: bool = True) -> str:
     lines.insert(1, "-" * len(lines[0]))
     lines.append("DNSMOS/P.808 stand in for UTMOS; WER/CER in percent, pooled over ASR engines (authors' "
                  "normalisation); latency over rows >= 0 (the authors' newest definition); interruptions over all "
-                 "rows (- for half-duplex systems); English % over known languages; ± the sample std.")
+                 "rows (- for half-duplex systems); English % over known languages; stances (Same/Neg/Pos %) the "
+                 "answer against the question, from the stance judge's results; ± the sample std.")
     return "\n".join(lines)
 
 
@@ -441,14 +463,21 @@ def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, see
     `plot` a folder, Figs. 3, 4 and 6 are written there (a figure without data is skipped with
     its reason under "figures"); with `latex` a file, Table III as a LaTeX tabular (latex_table.py).
     half_duplex: systems whose interruption values are null. seed is unused: nothing is resampled."""
+    from sdscore.protocols.naturalness.stance_scorer import MARKER, STANCE_RESULTS
+
     paths = [Path(p) for p in results]
     if not paths:
         raise ValueError("eval naturalness needs at least one results file")
-    frames = [read_results(path, RESULTS, required=("system",), add_absent=False,
-                           unique=("system", *SPEC.unique_key)) for path in paths]
-    frame = pl.concat(frames, how="diagonal_relaxed")
-    metrics = evaluate_naturalness(frame, half_duplex=tuple(half_duplex))
+    read = [read_results(path, RESULTS, required=("system",), add_absent=False,
+                         unique=("system", *SPEC.unique_key)) for path in paths]
+    stance_paths = [path for path, f in zip(paths, read) if MARKER in f.columns]
+    frames = [f for f in read if MARKER not in f.columns]
+    frame = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame(schema={"system": pl.String})
+    stances = (pl.concat([read_results(path, STANCE_RESULTS, required=("system",)).select(STANCE_RESULTS.names())
+                          for path in stance_paths]) if stance_paths else None)
+    metrics = evaluate_naturalness(frame, half_duplex=tuple(half_duplex), stances=stances)
     metrics["results_files"] = [str(p) for p in paths]
+    metrics["stance_results_files"] = [str(p) for p in stance_paths]
     if plot is not None:
         from sdscore.report.naturalness_plots import plot_naturalness_figures
 
@@ -456,7 +485,16 @@ def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, see
         scored = speaker_normalised(prepared.filter(pl.Series(~error_mask(prepared))))
         metrics["figures"] = plot_naturalness_figures(
             scored, plot, groups=DIALECT_GROUPS, dims=AVD, features=PITCH_VARIATION_FEATURES,
-            systems=system_order(prepared, metrics["reference_system"]))
+            systems=list(metrics["systems"]))
+        from sdscore.protocols.naturalness.stance_eval import plot_stances
+        from sdscore.report.naturalness_plots import NoPlotData
+
+        try:
+            path = plot_stances({n: m["stances"] for n, m in metrics["systems"].items()},
+                                Path(plot) / "fig5_stances.png")
+            metrics["figures"]["fig5_stances"] = {"path": str(path)}
+        except NoPlotData as reason:
+            metrics["figures"]["fig5_stances"] = {"skipped": str(reason)}
     if latex is not None:
         from sdscore.protocols.naturalness.latex_table import write_latex
 

@@ -1,7 +1,7 @@
 """Table III of `sdscore eval naturalness` as a LaTeX tabular, laid out as SPEARBench's (booktabs).
 
 Column groups as the paper's (Speech quality, Interruptions, Language and Dialect, Emotions,
-Explainable features), an arrow on the columns where higher (↑) or lower (↓) is better, the
+Stances, Explainable features), an arrow on the columns where higher (↑) or lower (↓) is better, the
 reference system first and a rule below it; among the other systems the best value of each arrowed
 column is bold and the second best italic, as the paper marks them. A mean is written "mean ± std"
 (``std=True``); a null value is "--", and every column with a null value gets a footnote line with
@@ -43,6 +43,9 @@ COLUMNS = (
     Column("Emotions", r"Arousal $\rho$", "arousal_rho", 2, +1),
     Column("Emotions", r"Valence $\rho$", "valence_rho", 2, +1),
     Column("Emotions", r"Dominance $\rho$", "dominance_rho", 2, +1),
+    Column("Stances", r"Same stance \%", "stance_same_pct", 1, 0),
+    Column("Stances", r"More negative \%", "stance_more_negative_pct", 1, 0),
+    Column("Stances", r"More positive \%", "stance_more_positive_pct", 1, 0),
     Column("Explainable features", "Duration (s)", "answer_duration_s", 1, 0),
     Column("Explainable features", "Voiced ratio", "voiced_ratio", 3, 0),
     Column("Explainable features", "Pitch var.", "pitch_variation", 3, +1),

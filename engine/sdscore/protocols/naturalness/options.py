@@ -13,5 +13,8 @@ def add_score_options(parser: argparse.ArgumentParser) -> None:
 
 
 def score_settings(args: argparse.Namespace) -> dict:
-    """The keywords of `scoring_job` from a parsed command line."""
-    return keywords(settings_from_args(OPTIONS, args)[1])
+    """The keywords of `scoring_job` from a parsed command line (options of the other --judge refused);
+    the default mode adds no keyword, so a features run's record is what it was before --judge."""
+    mode, settings = settings_from_args(OPTIONS, args)
+    given = keywords(settings)
+    return given if mode == OPTIONS.mode_default else {"judge": mode, **given}

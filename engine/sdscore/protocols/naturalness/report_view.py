@@ -20,7 +20,8 @@ HEADLINE = (("WER %", "wer_pct", 1), ("latency ms", "latency_ms", 0), ("interrup
             ("DNSMOS OVRL", "mos_dnsmos_ovrl", 2), ("pitch variation", "pitch_variation", 3))
 FIGURES = {"fig3_dialect_profiles": "Fig. 3: dialect profiles of questions and answers",
            "fig4_avd_scatter": "Fig. 4: arousal/valence/dominance of answers against questions",
-           "fig6_pitch_features": "Fig. 6: speaker-normalised pitch features per system"}
+           "fig6_pitch_features": "Fig. 6: speaker-normalised pitch features per system",
+           "fig5_stances": "Fig. 5: answers at the positive pole of each stance dimension, per system"}
 
 
 def _facts(row: dict) -> list[tuple[str, str]]:
@@ -61,6 +62,31 @@ def _figure_blocks(listed: dict, paths: dict[str, Path]) -> list:
     return blocks
 
 
+def _stances(m: dict) -> list:
+    """The stance judge's values per system, labelled with the judge that gave them (the demo's is a fake)."""
+    from sdscore.protocols.naturalness.stance_dimensions import NAMES
+
+    systems = {name: values.get("stances") or {} for name, values in m.get("systems", {}).items()}
+    judged = {name: st for name, st in systems.items() if st.get("per_dimension")}
+    if not judged:
+        return []
+    judges = sorted({j for st in judged.values() for j in st.get("judges", [])})
+    fake = any("fake" in j for j in judges)
+    caption = (f"Judge: {', '.join(judges)}. The answer's rating (-1/0/+1 on each dimension) against the "
+               "question's; Same/Neg/Pos % pooled over rows and dimensions, then the positive-pole % per dimension.")
+    if fake:
+        caption = "FAKE JUDGE (the demo's stand-in: ratings from the clips' loudness, not a stance model). " + caption
+    rows = []
+    for name, st in judged.items():
+        vs = st["vs_question"]
+        rows.append([text(name), text(str(st["n_scored"])), text(str(st["n_errors"])),
+                     *(text(format_value(vs[k]["value"], 1)) for k in ("same", "more_negative", "more_positive")),
+                     *(text(format_value(st["positive_pct"][d], 0)) for d in NAMES)])
+    return [Table("Interpersonal stances" + (" (fake judge)" if fake else ""),
+                  ["system", "rows", "errors", "same %", "more negative %", "more positive %",
+                   *(f"{d} +%" for d in NAMES)], rows, caption)]
+
+
 def build(ctx: ViewContext) -> tuple[Table, list]:
     m, s = ctx.metrics, ctx.source
     systems = list(m.get("systems", {}))
@@ -86,6 +112,7 @@ def build(ctx: ViewContext) -> tuple[Table, list]:
         blocks.append(Table(f"Paired tests against {m.get('reference_system')}",
                             ["system", "metric", "p", "pairs"], tests,
                             "Wilcoxon signed-rank, rows paired by question; tests without a p-value are left out."))
+    blocks += _stances(m)
     blocks += _figures(ctx)
     definitions = m.get("definitions") or {}
     if definitions:

@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from sdscore.llm_judges.scoring_jobs import judge_job
 from sdscore.metrics.text_errors import error_rates
 from sdscore.protocols.naturalness.clip_features import ClipFeatures
 from sdscore.protocols.naturalness.local_models import label_of
@@ -241,8 +242,16 @@ def question_turn(r: dict) -> tuple[tuple[str, float] | None, str | None]:
 
 def scoring_job(**settings: Any) -> ScoringJob:
     """The ScoringJob of `sdscore score naturalness` (settings: NaturalnessSettings; checked by the job:
-    SettingsError)."""
+    SettingsError), or with judge="openai" the stance judge's (StanceJudgeSettings; the judge is built
+    once and closed, so a usage error stops the run before any row is asked)."""
     settings = {k: v for k, v in settings.items() if v is not None}
+    judge = settings.pop("judge", "features")
+    if judge == "openai":
+        from sdscore.protocols.naturalness.stance_scorer import StanceJudgeScorer
+
+        return judge_job(SPEC, StanceJudgeScorer, settings)
+    if judge != "features":
+        raise ValueError(f"unknown naturalness judge {judge!r}; expected 'features' or 'openai'")
     jobs = settings.get("jobs")
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise ValueError(f"jobs must be a whole number >= 1, got {jobs!r}")

@@ -1,5 +1,7 @@
-"""`sdscore score naturalness` settings, declared once (runtime/settings.py): the NaturalnessScorer's.
-Its CLI options, keyword check and run record come from this class."""
+"""`sdscore score naturalness` settings, declared once (runtime/settings.py): the NaturalnessScorer's
+(--judge features, the default) and the stance judge's (--judge openai: StanceJudgeScorer). The CLI
+options, the Scorers' keyword checks and the run record come from these classes; the judge's endpoint
+options keep the names of every other protocol's `--judge openai`."""
 
 from __future__ import annotations
 
@@ -7,9 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS, MAX_AUDIO_SECONDS_HELP
+from sdscore.llm_judges.settings import AudioJudgeConfig
 from sdscore.runtime.settings import Options, setting
 
 _MODELS = "local model folders (none ships; the columns stay null with the reason)"
+_CACHE_HELP = "clip-feature cache (keyed by audio content); with --judge openai the judge's reply cache"
 
 
 @dataclass(frozen=True)
@@ -31,8 +35,22 @@ class NaturalnessSettings:
                                    help="model.onnx: 16 kHz waveform [1, T] -> one MOS (e.g. UTMOS)")
     jobs: int | None = setting(None, volatile=True,
                                help="worker processes for pocketsphinx and Praat (default: the compute budget's cores; 1 inside a processes/ray worker)")
-    cache_dir: Path | None = setting(None, volatile=True, help="clip-feature cache (keyed by audio content)")
+    cache_dir: Path | None = setting(None, volatile=True, help=_CACHE_HELP)
     max_audio_seconds: float = setting(DEFAULT_MAX_AUDIO_SECONDS, help=MAX_AUDIO_SECONDS_HELP)
 
 
-OPTIONS = Options({"naturalness": NaturalnessSettings})
+@dataclass(frozen=True)
+class StanceJudgeSettings(AudioJudgeConfig):
+    """The stance judge (StanceJudgeScorer): AudioJudgeConfig — endpoint, model, prompt_file (sections
+    [system] and [user] with {question}, {answer} and {dimensions}; see docs/naturalness.md), reply
+    cache, parallelism, deadline, temperature, audio limits — and nothing else."""
+
+    prompt_file: Path | None = setting(None, help="your own stance prompt (sections: see docs/naturalness.md)")
+    cache_dir: Path | None = setting(None, volatile=True, help=_CACHE_HELP)
+
+
+OPTIONS = Options({"features": NaturalnessSettings, "openai": StanceJudgeSettings}, mode="judge",
+                  mode_default="features", groups={"openai": "stance judge (--judge openai)"},
+                  mode_help="features: latency, interruptions, WER/CER, MOS, language, dialect, emotion and F0 "
+                            "columns (offline); openai: an audio LLM at an OpenAI-compatible endpoint rates the "
+                            "question and the answer on StanceBench's 10 interpersonal stances")
