@@ -76,6 +76,23 @@ def test_cutset_of_turns_becomes_one_instance_per_speaker(corpus):
             assert band_rel_rms(ours, ref16, RATE, 0.8 * RATE / 2) < 1e-3
 
 
+def test_grouped_by_recording_a_speaker_is_one_instance_per_recording(corpus):
+    folder, _cuts = corpus
+    meeting = {"bob": [f"meeting-{i}" for i in (0, 2, 4, 6)], "alice": [f"meeting-{i}" for i in (1, 3, 5, 7)]}
+    for name in ("cuts.jsonl.gz", "corpus_supervisions_test.jsonl.gz"):
+        frame = read_manifest(folder / name, lhotse_group_by="recording")
+        assert frame["instance_id"].to_list() == ["meeting/bob", "meeting/alice", "call/alice", "call/carol"]
+        assert frame["speaker_id"].to_list() == ["bob", "alice", "alice", "carol"]
+        assert frame["turn_ids"].to_list() == [meeting["bob"], meeting["alice"], ["call-0", "call-1"],
+                                               ["call-2", "call-3"]]
+        assert frame["turn_paths"].list.len().to_list() == [4, 4, 2, 2]
+    by_speaker = read_manifest(folder / "cuts.jsonl.gz")  # the default: a speaker's turns across the file
+    alice = by_speaker.filter(pl.col("instance_id") == "alice")
+    assert alice["turn_ids"].to_list() == [meeting["alice"] + ["call-0", "call-1"]]
+    with pytest.raises(ValueError, match="unknown Lhotse grouping 'session'; expected one of speaker, recording"):
+        read_manifest(folder / "cuts.jsonl.gz", lhotse_group_by="session")
+
+
 def test_supervision_set_with_its_recording_set_reads_like_the_cuts(corpus):
     folder, _ = corpus
     cuts = read_manifest(folder / "cuts.jsonl.gz")

@@ -229,6 +229,32 @@ def test_lhotse_supervision_set_gets_results_in_each_line(talk, tmp_path):
         assert s.custom["turn_score"] == next(scores[s.speaker])
 
 
+def test_lhotse_write_back_of_instances_grouped_by_recording(talk, tmp_path):
+    from sdscore.manifests import read_manifest
+    from sdscore.protocols.registry import score
+
+    recordings, supervisions = talk
+    second = [SupervisionSegment(id=f"u{i}", recording_id="talk2", start=2.0 * i, duration=1.5, speaker="AB"[i % 2])
+              for i in range(4)]
+    talk2 = Recording.from_file(recordings["talk"].sources[0].source, recording_id="talk2")
+    cuts = CutSet.from_manifests(RecordingSet.from_recordings([recordings["talk"], talk2]),
+                                 SupervisionSet.from_segments(list(supervisions) + second))
+    cuts.to_file(tmp_path / "cuts.jsonl.gz")
+    grouped = read_manifest(tmp_path / "cuts.jsonl.gz", "consistency", lhotse_group_by="recording", resolve_audio=False)
+    grouped.write_parquet(tmp_path / "grouped.parquet")  # what a run of the grouped instances scores
+    score("consistency", tmp_path / "grouped.parquet", tmp_path / "scores.parquet")
+    results = pl.read_parquet(tmp_path / "scores.parquet")
+    assert results["instance_id"].to_list() == ["talk/A", "talk/B", "talk2/A", "talk2/B"]
+    written = write_back(tmp_path / "cuts.jsonl.gz", tmp_path / "scores.parquet", CONSISTENCY,
+                         tmp_path / "scored.jsonl.gz", lhotse_group_by="recording")
+    sups = [s for c in CutSet.from_file(written) for s in c.supervisions]
+    assert [s.id for s in sups] == [s.id for c in cuts for s in c.supervisions]
+    for s in sups:
+        assert s.custom["instance_id"] == f"{s.recording_id}/{s.speaker}"
+    with pytest.raises(SdscoreError, match=r"4 result rows but .*cuts.jsonl.gz holds 2"):
+        write_back(tmp_path / "cuts.jsonl.gz", tmp_path / "scores.parquet", CONSISTENCY, tmp_path / "x.jsonl")  # by speaker
+
+
 # -- what --write-back refuses -----------------------------------------------------------------------
 
 

@@ -3,7 +3,8 @@
 Reads a CutSet (MonoCut / MultiCut lines), or a SupervisionSet with its RecordingSet beside it (Lhotse recipes
 name them `<prefix>_supervisions_<part>.jsonl.gz` and `<prefix>_recordings_<part>.jsonl.gz`). Every
 supervision with a speaker is one turn: its recording's file, sliced at the supervision (clipped
-to its cut); a speaker's turns, in file order, become one detection instance (`turn_paths` with
+to its cut); a speaker's turns (or, grouped by recording, a speaker's turns in one recording), in
+file order, become one detection instance (`turn_paths` with
 `turn_paths_offset` / `turn_paths_duration`), scenario S1 with no altered turns — the corpus says all
 are that speaker — unless the supervisions' `custom` give `scenario` and `altered` (true on the
 altered turns). Only local files are read: command, URL and in-memory sources are refused (that
@@ -83,11 +84,20 @@ def _audio_file(recording: Any) -> tuple[str | None, str | None]:
     return where, None
 
 
-class _Turns:
-    """Turns gathered per speaker, in file order, with the problems found on their lines."""
+#: how supervisions become instances: every turn of a speaker in the file, or of a speaker in one recording
+GROUPINGS = ("speaker", "recording")
 
-    def __init__(self) -> None:
-        self.by_speaker: dict[str, dict[str, list]] = {}
+
+class _Turns:
+    """Turns gathered per speaker (or per recording and speaker), in file order, with the problems
+    found on their lines."""
+
+    def __init__(self, group_by: str = "speaker") -> None:
+        if group_by not in GROUPINGS:
+            raise ValueError(f"unknown Lhotse grouping {group_by!r}; expected one of {', '.join(GROUPINGS)}")
+        self.group_by = group_by
+        self.by_speaker: dict[str, dict[str, list]] = {}  # instance id → its turns
+        self.speakers: dict[str, str] = {}  # instance id → speaker
         self.unassigned: list[tuple[str, int, str]] = []  # (id, line, problem) of lines without a speaker
         self.seen: dict[str, int] = {}  # supervision id → its first line
 
@@ -106,7 +116,11 @@ class _Turns:
         if not isinstance(speaker, str) or not speaker:
             self.unassigned.append((str(supervision.get("id")), line, problem or "supervision has no speaker"))
             return
-        turns = self.speaker(speaker)
+        instance = speaker
+        if self.group_by == "recording":
+            instance = f"{supervision.get('recording_id')}/{speaker}"
+        self.speakers[instance] = speaker
+        turns = self.speaker(instance)
         custom = supervision.get("custom") or {}
         for key, value in (("paths", path), ("offsets", offset), ("durations", duration), ("ids", supervision.get("id")),
                            ("lines", line), ("scenarios", custom.get("scenario")), ("altered", bool(custom.get("altered")))):
@@ -118,15 +132,15 @@ class _Turns:
         rows: dict[str, list] = {name: [] for name in (
             "instance_id", "task", "speaker_id", "scenario", AUDIO_COLUMN, offset_column(AUDIO_COLUMN),
             duration_column(AUDIO_COLUMN), "true_turns", "turn_ids", PARSE_ERROR)}
-        for speaker, turns in self.by_speaker.items():
+        for instance, turns in self.by_speaker.items():
             problems = list(turns["problems"])
             scenarios = {s for s in turns["scenarios"] if s is not None}
             if len(scenarios) > 1:
                 problems.append(f"the speaker's turns disagree on custom scenario ({', '.join(sorted(scenarios))})")
             altered = [i for i, flag in enumerate(turns["altered"]) if flag]
             scenario = scenarios.pop() if len(scenarios) == 1 else ("S2" if altered else "S1")
-            values = (speaker, "detection", speaker, scenario, turns["paths"], turns["offsets"], turns["durations"],
-                      altered, turns["ids"], "; ".join(problems) or None)
+            values = (instance, "detection", self.speakers[instance], scenario, turns["paths"], turns["offsets"],
+                      turns["durations"], altered, turns["ids"], "; ".join(problems) or None)
             for name, value in zip(rows, values):
                 rows[name].append(value)
         for item, line, problem in self.unassigned:
@@ -196,10 +210,12 @@ def recordings_path_for(supervisions_path: str) -> str | None:
     return candidate if os.path.isfile(candidate) else None
 
 
-def read_lhotse_manifest(path: str, source: str, base_dir: str) -> RawTable:
-    """Read a Lhotse CutSet, or a SupervisionSet with its RecordingSet, as consistency instances."""
+def read_lhotse_manifest(path: str, source: str, base_dir: str, group_by: str = "speaker") -> RawTable:
+    """Read a Lhotse CutSet, or a SupervisionSet with its RecordingSet, as consistency instances:
+    group_by "speaker", one per speaker id in the file (instance_id = the speaker), or "recording",
+    one per speaker of each recording (instance_id = "<recording id>/<speaker>")."""
     first = first_row(path, source)
-    turns = _Turns()
+    turns = _Turns(group_by)
     if isinstance(first, dict) and "type" in first:
         for line, cut in manifest_lines(path, source):
             _cut_turns(turns, line, cut)

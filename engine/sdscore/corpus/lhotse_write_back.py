@@ -68,10 +68,10 @@ def _with_fields(supervision: Any, fields: dict[str, dict[str, Any]], source: st
 
 
 def write_lhotse_manifest(manifest: str | os.PathLike, results: str | os.PathLike, spec: ManifestSpec,
-                          destination: Path) -> Path:
+                          destination: Path, lhotse_group_by: str = "speaker") -> Path:
     """Write the Lhotse manifest at `manifest` again at `destination` with the results in the supervisions."""
     source = os.fspath(manifest)
-    frame, rows = aligned_results(manifest, results, spec, ("turn_ids",))
+    frame, rows = aligned_results(manifest, results, spec, ("turn_ids",), lhotse_group_by)
     fields = supervision_fields(frame, rows, spec)
     opener = gzip.open if destination.name.lower().endswith(".gz") else open
     with atomic_path(destination, durable=True) as temp, opener(temp, "wt", encoding="utf-8") as out:

@@ -66,6 +66,7 @@ def read_manifest(
     lazy: bool = False,
     errors: Literal["raise", "collect"] = "raise",
     max_errors: int = DEFAULT_MAX_ERRORS,
+    lhotse_group_by: str = "speaker",
 ) -> pl.DataFrame | pl.LazyFrame:
     """Read, type and validate a manifest; relative audio paths become paths under its folder.
 
@@ -75,10 +76,12 @@ def read_manifest(
     either way the rows are validated in one pass before it returns.
     errors: "raise" (one ManifestError listing up to max_errors problems) or "collect" (an `error`
     column on bad rows; the others are kept). A missing id column is filled with the 0-based row number.
+    lhotse_group_by: a Lhotse manifest's instances, "speaker" (all of a speaker's turns in the file)
+    or "recording" (a speaker's turns in each recording; lhotse_format).
     """
     source = os.fspath(path)
     try:
-        table = load_table(source)
+        table = load_table(source, lhotse_group_by=lhotse_group_by)
         columns = table.frame.collect_schema()
         spec = choose_spec(table, columns.names(), spec)
         frame = with_ids(table.frame, columns.names(), spec)
@@ -94,7 +97,7 @@ def read_manifest(
     return frame
 
 
-def load_table(path: str | os.PathLike) -> RawTable:
+def load_table(path: str | os.PathLike, *, lhotse_group_by: str = "speaker") -> RawTable:
     """Open a manifest as read, without typing or validating it: pick the reader by suffix.
 
     path: a local path, a file:// URI, or an object or folder on a store (s3://, gs://: read from a
@@ -106,23 +109,23 @@ def load_table(path: str | os.PathLike) -> RawTable:
     except storage.StorageError as error:
         raise ManifestError(str(error)) from None
     if storage.is_remote(source):
-        table = _load_remote_table(source)
+        table = _load_remote_table(source, lhotse_group_by)
     else:
-        table = dataclasses.replace(_load_table(source, source), local_path=source)
+        table = dataclasses.replace(_load_table(source, source, lhotse_group_by), local_path=source)
     return dataclasses.replace(table, frame=embedded_audio_to_paths(table.frame, table.source))
 
 
-def _load_remote_table(uri: str) -> RawTable:
+def _load_remote_table(uri: str, lhotse_group_by: str = "speaker") -> RawTable:
     """Read an object-store manifest from its local copy, named by its URI in the table and errors."""
     copy = fetch_manifest(uri)
     try:
-        table = _load_table(copy.local, uri)
+        table = _load_table(copy.local, uri, lhotse_group_by)
     except ManifestError as error:
         raise ManifestError(copy.rename(str(error))) from None
     return dataclasses.replace(table, source=uri, base_dir=copy.to_uri(table.base_dir), local_path=copy.local)
 
 
-def _load_table(path: str, source: str) -> RawTable:
+def _load_table(path: str, source: str, lhotse_group_by: str = "speaker") -> RawTable:
     """Read the local file or folder at path with the reader its name or layout calls for; source
     names it in messages."""
     if os.path.isdir(path):
@@ -139,10 +142,10 @@ def _load_table(path: str, source: str) -> RawTable:
         if not is_lhotse_row(first_row(path, source)):
             raise ManifestError(f"{source}: a gzipped JSONL manifest must be a Lhotse CutSet, RecordingSet or "
                                 "SupervisionSet; decompress other JSONL files")
-        return read_lhotse_manifest(path, source, base_dir)
+        return read_lhotse_manifest(path, source, base_dir, lhotse_group_by)
     suffix = Path(path).suffix.lower()
     if suffix in (".jsonl", ".ndjson") and _first_line_is_lhotse(path):
-        return read_lhotse_manifest(path, source, base_dir)
+        return read_lhotse_manifest(path, source, base_dir, lhotse_group_by)
     reader = _READERS.get(suffix)
     if reader is None:
         raise ManifestError(

@@ -73,19 +73,20 @@ def plan_write_back(plan: OutputPlan, manifest: str | os.PathLike, destination: 
     return plan.file(destination, OPTION)
 
 
-def input_rows(manifest: str | os.PathLike, spec: ManifestSpec, columns: tuple[str, ...] = ()) -> pl.DataFrame:
+def input_rows(manifest: str | os.PathLike, spec: ManifestSpec, columns: tuple[str, ...] = (),
+               lhotse_group_by: str = "speaker") -> pl.DataFrame:
     """The id column (and `columns`) of the manifest's rows, read as the run read them."""
-    table = load_table(manifest)
+    table = load_table(manifest, lhotse_group_by=lhotse_group_by)
     frame = with_ids(table.frame, table.frame.collect_schema().names(), spec)
     return frame.select(pl.col(spec.id_column).cast(pl.String), *columns).collect()
 
 
 def aligned_results(manifest: str | os.PathLike, results: str | os.PathLike, spec: ManifestSpec,
-                    columns: tuple[str, ...] = ()) -> tuple[pl.DataFrame, pl.DataFrame]:
+                    columns: tuple[str, ...] = (), lhotse_group_by: str = "speaker") -> tuple[pl.DataFrame, pl.DataFrame]:
     """(results, the input's rows): the results Parquet checked to hold the manifest's rows in order."""
     spec = require_spec(spec, "write_back")
     frame = pl.read_parquet(results)
-    rows = input_rows(manifest, spec, columns)
+    rows = input_rows(manifest, spec, columns, lhotse_group_by)
     if spec.id_column not in frame.columns:
         raise SdscoreError(f"{results}: the results have no {spec.id_column!r} column to match {manifest} by")
     if frame.height != rows.height:
@@ -106,8 +107,9 @@ def added_columns(results: pl.DataFrame, spec: ManifestSpec) -> list[str]:
 
 
 def write_back(manifest: str | os.PathLike, results: str | os.PathLike, spec: ManifestSpec,
-               destination: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """Write the manifest again at destination with the results added (see the module doc)."""
+               destination: str | os.PathLike, *, overwrite: bool = False, lhotse_group_by: str = "speaker") -> Path:
+    """Write the manifest again at destination with the results added (see the module doc);
+    lhotse_group_by: how the run read a Lhotse manifest's instances (lhotse_format.GROUPINGS)."""
     kind = write_back_kind(manifest)
     plan_write_back(OutputPlan([manifest, results], overwrite=overwrite), manifest, destination)
     if kind == "hf-dataset":
@@ -117,7 +119,7 @@ def write_back(manifest: str | os.PathLike, results: str | os.PathLike, spec: Ma
     if kind == "lhotse":
         from sdscore.corpus.lhotse_write_back import write_lhotse_manifest
 
-        return write_lhotse_manifest(manifest, results, spec, Path(destination))
+        return write_lhotse_manifest(manifest, results, spec, Path(destination), lhotse_group_by)
     from sdscore.corpus.kaldi_write_back import write_kaldi_dir
 
     return write_kaldi_dir(manifest, results, spec, Path(destination), overwrite=overwrite)
