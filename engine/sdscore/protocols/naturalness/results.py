@@ -62,6 +62,15 @@ DIALECT_GROUPS = ("British Isles", "East Asia", "Germanic", "North America", "Oc
 AVD = ("arousal", "valence", "dominance")
 
 
+def question_key(row: dict) -> str | None:
+    """What pairs one question across systems: its clip's path, else conversation + question text."""
+    if row.get("audio_path"):
+        return row["audio_path"]
+    if row.get("conversation_id") is None and row.get("transcript_question") is None:
+        return None
+    return f"{row.get('conversation_id')}|{row.get('transcript_question')}"
+
+
 def _asr_columns() -> dict[str, pl.DataType]:
     out: dict[str, pl.DataType] = {}
     for engine in ASR_ENGINES:

@@ -23,6 +23,7 @@ from sdscore.protocols.naturalness.results import (
     F0_FEATURES,
     HUMAN_SYSTEM,
     RESULTS,
+    question_key,
 )
 from sdscore.protocols.naturalness.settings import NaturalnessSettings
 from sdscore.protocols.naturalness.spec import SPEC
@@ -47,15 +48,6 @@ MISSING_MODEL = {
 }
 #: the authors' extract_features.py skips question turns shorter than this (--min-len-question)
 MIN_QUESTION_TURN_S = 0.5
-
-
-def question_key(row: dict) -> str | None:
-    """What pairs one question across systems: its clip's path, else conversation + question text."""
-    if row.get("audio_path"):
-        return row["audio_path"]
-    if row.get("conversation_id") is None and row.get("transcript_question") is None:
-        return None
-    return f"{row.get('conversation_id')}|{row.get('transcript_question')}"
 
 
 def dyad(speakers: str | None) -> list[str]:

@@ -24,8 +24,7 @@ from sdscore.llm_judges.audio_request import AudioClip, AudioRequest
 from sdscore.llm_judges.client import judge_client
 from sdscore.llm_judges.prompt_files import check_sections, fill, parse_sections, read_sections
 from sdscore.llm_judges.reply_error import ReplyError
-from sdscore.protocols.naturalness.results import HUMAN_SYSTEM
-from sdscore.protocols.naturalness.scorer import question_key
+from sdscore.protocols.naturalness.results import HUMAN_SYSTEM, question_key
 from sdscore.protocols.naturalness.settings import StanceJudgeSettings
 from sdscore.protocols.naturalness.stance_dimensions import NAMES, ROLES, column, dimension_lines
 from sdscore.protocols.naturalness.stance_replies import parse_stances
