@@ -445,6 +445,73 @@ def test_blocked_kernels_equal_portable_loop_on_ragged_lengths():
                 os.remove(f)
 
 
+# Pairs whose bank has a column copy (up 2..4, down <= 4: the vectorised-across-outputs loop),
+# and lengths around its smallest run (128 periods under AVX-512, 32 under AVX2, plus the
+# filter's ~156-sample reach), its chunks of 16 x 520 periods and a last chunk that starts early.
+COLUMN_PAIRS = [(8000, 16000), (8000, 24000), (16000, 48000), (16000, 24000), (8000, 32000),
+                (24000, 16000), (12000, 16000), (32000, 24000)]
+COLUMN_LENGTHS = [150, 200, 250, 283, 284, 285, 300, 420, 8476, 8477, 8500, 8600, 16797, 17000, 25116,
+                  40000 + 13]
+
+
+def _resampled_in_subprocess(env: dict, pairs: list, xs: list) -> list:
+    """_core.resample(x, a, b) for every pair and x, in a fresh process with `env` set (the
+    kernels are picked once per process)."""
+    code = (
+        "import sys, numpy as np; from sdscore import _core; "
+        "xs = np.load(sys.argv[1], allow_pickle=True); "
+        f"pairs = {pairs!r}; "
+        "np.save(sys.argv[1] + '.out.npy', np.array([_core.resample(x, a, b) for a, b in pairs for x in xs], "
+        "dtype=object), allow_pickle=True)"
+    )
+    arr = np.empty(len(xs), dtype=object)
+    arr[:] = xs
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"sdscore_columns_{os.getpid()}.npy")
+    np.save(path, arr, allow_pickle=True)
+    try:
+        subprocess.run([sys.executable, "-c", code, path], env=dict(os.environ, **env),
+                       check=True, capture_output=True, text=True, timeout=300)
+        return list(np.load(path + ".out.npy", allow_pickle=True))
+    finally:
+        for f in (path, path + ".out.npy"):
+            if os.path.exists(f):
+                os.remove(f)
+
+
+def test_column_loop_equals_portable_loop_and_avx2_bit_for_bit_inside():
+    """The column loop (one lane per output, lanes and tiles overlapping where periods do not
+    divide evenly, chunks) against the portable one-output-at-a-time loop on every length from
+    below its smallest run to several chunks; and AVX-512 against AVX2, whose lanes and tiles
+    fall elsewhere: away from the edges (where both run it) they must agree bit for bit."""
+    if _core.simd_isa() not in ("avx512f", "avx2+fma"):
+        pytest.skip("the column loop is AVX-512 and AVX2 only")
+    rng = np.random.default_rng(12)
+    xs = [(0.3 * rng.standard_normal(n)).astype(np.float32) for n in COLUMN_LENGTHS]
+    portable = iter(_resampled_in_subprocess({"SDSCORE_DISABLE_SIMD": "1"}, COLUMN_PAIRS, xs))
+    avx2 = iter(_resampled_in_subprocess({"SDSCORE_DISABLE_AVX512": "1"}, COLUMN_PAIRS, xs))
+    for a, b in COLUMN_PAIRS:
+        for x in xs:
+            ours, ref, other = _core.resample(x, a, b), next(portable), next(avx2)
+            assert ours.shape == ref.shape == other.shape, (a, b, len(x))
+            np.testing.assert_allclose(ours, ref, atol=2e-6, err_msg=f"{a}->{b}, {len(x)} samples")
+            np.testing.assert_allclose(other, ref, atol=2e-6, err_msg=f"AVX2 {a}->{b}, {len(x)} samples")
+            if _core.simd_isa() == "avx512f" and len(ours) > 4000:
+                np.testing.assert_array_equal(ours[1000:-1000], other[1000:-1000], err_msg=f"{a}->{b}")
+
+
+@pytest.mark.parametrize(("sr_in", "sr_out"), [(8000, 16000), (8000, 24000), (16000, 24000)])
+def test_an_output_does_not_depend_on_the_input_length(sr_in, sr_out):
+    """Each output of the column loop is one lane's sum in a fixed order: trimming the input moves
+    every output to another lane and tile, yet the outputs away from both ends stay bit-identical
+    (the same holds for the row loops, which start at the same place for every length)."""
+    x = speech_like(sr_in, 3.0)
+    full = _core.resample(x, sr_in, sr_out)
+    for n in (len(x) - 1, len(x) - 37, len(x) - 1001, len(x) // 2 + 5, len(x) // 3):
+        part = _core.resample(x[:n], sr_in, sr_out)
+        inside = len(part) - 1000  # the last ~250 outputs see the cut (the filter's reach)
+        np.testing.assert_array_equal(part[:inside], full[:inside], err_msg=f"{n} samples")
+
+
 @pytest.mark.parametrize("env", [{}, {"SDSCORE_DISABLE_AVX512": "1"}, {"SDSCORE_DISABLE_SIMD": "1"}],
                          ids=["chosen", "avx2", "portable"])
 def test_kernels_read_nothing_outside_the_input(env):
@@ -459,3 +526,8 @@ def test_kernels_read_nothing_outside_the_input(env):
                          env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, f"rc {out.returncode}: {out.stderr[-2000:]}"
     assert out.stdout.split()[-1] == str(len(pairs) * (len(BLOCKED_LENGTHS) - 1) * 2)
+    # the column loop: its lane-interleaved copy and last, early-starting chunk read up to the end
+    out = subprocess.run([sys.executable, script, repr(COLUMN_PAIRS), repr(COLUMN_LENGTHS)],
+                         env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, f"rc {out.returncode}: {out.stderr[-2000:]}"
+    assert out.stdout.split()[-1] == str(len(COLUMN_PAIRS) * len(COLUMN_LENGTHS) * 2)

@@ -116,6 +116,21 @@ void add_blocked_copy(FilterBank& bank) {
   }
 }
 
+// The column copy described in filter_bank.hpp (small up and down only).
+void add_column_copy(FilterBank& bank) {
+  const uint32_t up = bank.up, down = bank.down;
+  if (up < 2 || up > FilterBank::kMaxColumnUp || down > FilterBank::kMaxColumnDown) return;
+  const size_t real_taps = 2 * size_t{bank.half};
+  const size_t reach = (size_t{up - 1} * down) / up;  // the last output's whole-sample advance
+  bank.column_width = (real_taps + reach + down - 1) / down * down;
+  bank.columns.assign(bank.column_width * up, 0.0f);
+  for (uint32_t r = 0; r < up; ++r) {
+    const size_t shift = (size_t{r} * down) / up;
+    const float* row = &bank.coeffs[((size_t{r} * down) % up) * bank.taps];
+    for (size_t j = 0; j < real_taps; ++j) bank.columns[(shift + j) * up + r] = row[j];
+  }
+}
+
 std::shared_ptr<const FilterBank> design_bank(uint32_t sr_in, uint32_t sr_out, uint32_t keep_hz) {
   auto bank = std::make_shared<FilterBank>();
   const uint32_t g = std::gcd(sr_in, sr_out);
@@ -157,6 +172,7 @@ std::shared_ptr<const FilterBank> design_bank(uint32_t sr_in, uint32_t sr_out, u
       design_row(static_cast<double>(p) / bank->up, cutoff, bank->half, beta,
                  &bank->coeffs[p * taps], taps);
     add_blocked_copy(*bank);
+    add_column_copy(*bank);
     return bank;
   }
   std::vector<float> next(taps);

@@ -60,6 +60,17 @@ struct FilterBank {
   std::vector<uint32_t> block_start;
   // (up / block_g) blocks x block_g rows x block_taps floats
   std::vector<float, CacheLineAllocator<float>> block_coeffs;
+
+  // Exact banks with up in 2..kMaxColumnUp and down <= kMaxColumnDown (integer and near-integer
+  // upsampling: 8 -> 16/24 kHz, 16 -> 24/48 kHz) also carry a column copy for the vectorised-
+  // across-outputs loop. Counting outputs from one whose input time is a whole sample T, output
+  // m * up + r reads x[T - half + 1 + m * down + c] with weight columns[c * up + r], for
+  // c < column_width: the phase row of output r, (r * down) % up, placed floor(r * down / up)
+  // columns in (zero elsewhere). column_width is a multiple of down. 0: no column copy.
+  static constexpr uint32_t kMaxColumnUp = 4;
+  static constexpr uint32_t kMaxColumnDown = 4;
+  size_t column_width = 0;
+  std::vector<float, CacheLineAllocator<float>> columns;  // column_width x up
 };
 
 // The bank for sr_in -> sr_out (different, both valid rates), built on first use and cached.

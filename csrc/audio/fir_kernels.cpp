@@ -355,6 +355,204 @@ inline __attribute__((always_inline)) void run_blocked(const FilterBank& bank, u
 }
 #endif
 
+#ifdef SDSCORE_HAVE_AVX2_KERNELS
+// The column loop (FirColumnsFn) for small up. Each vector lane computes its own stretch of
+// consecutive periods (lane l of a chunk: periods start[l] ..), so for every tap c a tile of R
+// periods per lane needs R aligned input loads from a lane-interleaved copy of the input
+// (row j holds each lane's j-th sample), one broadcast coefficient per phase, and up x R FMAs;
+// the up x R accumulators stay in registers over all column_width taps and no output needs a
+// horizontal sum. A tile's K = up x R rows (k = v * up + r: output r of period v) are then
+// transposed in registers, so that each lane's K consecutive outputs go out in one store.
+// (run_blocked instead folds 16 partial sums per output, a large share of its time with the
+// ~160-tap rows of upsampling; vectorising over consecutive periods straight from the input
+// makes nearly every load straddle two cache lines: 8 -> 16 kHz took 45 us per audio second that
+// way, 36 this way, on the AVX-512 VM of docs/benchmarks.md.)
+struct Zmm {
+  using V = __m512;
+  static constexpr size_t kLanes = 16;
+  SDSCORE_TARGET_AVX512 static inline V zero() { return _mm512_setzero_ps(); }
+  SDSCORE_TARGET_AVX512 static inline V set1(float a) { return _mm512_set1_ps(a); }
+  SDSCORE_TARGET_AVX512 static inline V load(const float* p) { return _mm512_load_ps(p); }
+  SDSCORE_TARGET_AVX512 static inline V loadu(const float* p) { return _mm512_loadu_ps(p); }
+  SDSCORE_TARGET_AVX512 static inline V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  SDSCORE_TARGET_AVX512 static inline V keep(V v) {
+    __asm__("" : "+v"(v));  // keeps a loaded input in a register (else GCC folds it into each FMA)
+    return v;
+  }
+  // Rows t[0..16) (rows k >= K are ignored) of 16 lanes: writes lane l's K values to to[l].
+  template <int K>
+  SDSCORE_TARGET_AVX512 static inline void transpose_store(V t[16], float* const* to) {
+    static_assert(K <= 16, "a tile has at most 16 rows");
+    for (int k = K; k < 16; ++k) t[k] = _mm512_setzero_ps();
+    V u[16];
+    for (int i = 0; i < 16; i += 2) {  // per 128-bit lane j: (a[4j], b[4j], a[4j+1], b[4j+1]), ..
+      u[i] = _mm512_unpacklo_ps(t[i], t[i + 1]);
+      u[i + 1] = _mm512_unpackhi_ps(t[i], t[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {  // t[i + s], lane j: column 4j + s of rows i .. i + 3
+      const __m512d a = _mm512_castps_pd(u[i]), b = _mm512_castps_pd(u[i + 1]);
+      const __m512d c = _mm512_castps_pd(u[i + 2]), d = _mm512_castps_pd(u[i + 3]);
+      t[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+      t[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+      t[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+      t[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    const __mmask16 mask = static_cast<__mmask16>((1u << K) - 1);
+    for (int s = 0; s < 4; ++s) {  // column 4j + s: lane j of t[s], t[4 + s], t[8 + s], t[12 + s]
+      const V lo01 = _mm512_shuffle_f32x4(t[s], t[4 + s], 0x44);   // g0.l0 g0.l1 g1.l0 g1.l1
+      const V hi01 = _mm512_shuffle_f32x4(t[s], t[4 + s], 0xEE);   // g0.l2 g0.l3 g1.l2 g1.l3
+      const V lo23 = _mm512_shuffle_f32x4(t[8 + s], t[12 + s], 0x44);
+      const V hi23 = _mm512_shuffle_f32x4(t[8 + s], t[12 + s], 0xEE);
+      _mm512_mask_storeu_ps(to[s], mask, _mm512_shuffle_f32x4(lo01, lo23, 0x88));
+      _mm512_mask_storeu_ps(to[4 + s], mask, _mm512_shuffle_f32x4(lo01, lo23, 0xDD));
+      _mm512_mask_storeu_ps(to[8 + s], mask, _mm512_shuffle_f32x4(hi01, hi23, 0x88));
+      _mm512_mask_storeu_ps(to[12 + s], mask, _mm512_shuffle_f32x4(hi01, hi23, 0xDD));
+    }
+  }
+};
+struct Ymm {
+  using V = __m256;
+  static constexpr size_t kLanes = 8;
+  SDSCORE_TARGET_AVX2 static inline V zero() { return _mm256_setzero_ps(); }
+  SDSCORE_TARGET_AVX2 static inline V set1(float a) { return _mm256_set1_ps(a); }
+  SDSCORE_TARGET_AVX2 static inline V load(const float* p) { return _mm256_load_ps(p); }
+  SDSCORE_TARGET_AVX2 static inline V loadu(const float* p) { return _mm256_loadu_ps(p); }
+  SDSCORE_TARGET_AVX2 static inline V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  SDSCORE_TARGET_AVX2 static inline V keep(V v) {
+    __asm__("" : "+x"(v));
+    return v;
+  }
+  template <int K>
+  SDSCORE_TARGET_AVX2 static inline void transpose_store(V t[8], float* const* to) {
+    static_assert(K <= 8, "a tile has at most 8 rows");
+    for (int k = K; k < 8; ++k) t[k] = _mm256_setzero_ps();
+    transpose8(t);
+    if constexpr (K == 8) {
+      for (int l = 0; l < 8; ++l) _mm256_storeu_ps(to[l], t[l]);
+    } else {
+      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(K),
+                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      for (int l = 0; l < 8; ++l) _mm256_maskstore_ps(to[l], mask, t[l]);
+    }
+  }
+};
+
+// Rows per lane of one chunk (divided by down: the lane-interleaved copy stays under ~45 KB).
+// Not a power of two, so that the lanes' outputs do not all fall in one L1 set.
+constexpr size_t kColumnChunkRows = 520;
+
+// DOWN: bank.down when 1 (integer upsampling, compiled apart), 0 for any other down.
+template <class Vec, int UP, int R, int DOWN>
+inline __attribute__((always_inline)) void columns_loop(const FilterBank& bank, const float* x,
+                                                        size_t periods, float* out) {
+  using V = typename Vec::V;
+  constexpr size_t L = Vec::kLanes;
+  const size_t down = DOWN > 0 ? DOWN : bank.down, width = bank.column_width;
+  const size_t reach = width / down;
+  const float* cols = bank.columns.data();
+  const size_t chunk = L * std::max<size_t>(R, kColumnChunkRows / down);
+  const size_t most_rows = (std::min(chunk, periods) + L - 1) / L;
+  std::vector<float, CacheLineAllocator<float>> copy(down * (most_rows + reach) * L);
+  size_t start[L];
+  float* to[L];
+  // Chunks of `chunk` periods; the last one may start earlier to hold at least L * R periods.
+  // Lanes and tiles overlap where the periods do not divide evenly: an overlapped output is
+  // computed twice, the same way (each lane's sum runs over c in order), so it comes out equal.
+  for (size_t p0 = 0; p0 < periods; p0 += chunk) {
+    size_t count = std::min(chunk, periods - p0);
+    if (count < L * R) {
+      p0 = periods - L * R;
+      count = L * R;
+    }
+    const size_t rows = (count + L - 1) / L;  // periods per lane (>= R)
+    const size_t copy_rows = rows + reach - 1;
+    for (size_t l = 0; l < L; ++l) start[l] = std::min(l * rows, count - rows);
+    // copy[(e * copy_rows + j) * L + l] = x[(p0 + start[l] + j) * down + e]: period
+    // p0 + start[l] + i reads tap c from row i + c / down of stream c % down.
+    size_t j = 0;
+    if (DOWN == 1) {  // L rows at a time: L loads of L samples (one per lane), transposed
+      for (; j + L <= copy_rows; j += L) {
+        V t[L];
+        for (size_t l = 0; l < L; ++l) t[l] = Vec::loadu(x + p0 + start[l] + j);
+        for (size_t i = 0; i < L; ++i) to[i] = copy.data() + (j + i) * L;
+        Vec::template transpose_store<L>(t, to);
+      }
+    }
+    for (size_t e = 0; e < down; ++e) {
+      float* row = copy.data() + e * copy_rows * L;
+      for (size_t l = 0; l < L; ++l) {
+        const float* from = x + (p0 + start[l]) * down + e;
+        for (size_t i = j; i < copy_rows; ++i) row[i * L + l] = from[i * down];
+      }
+    }
+    for (size_t i0 = 0;; i0 += R) {
+      if (i0 + R > rows) i0 = rows - R;
+      V acc[UP][R];
+#pragma GCC unroll 16
+      for (int r = 0; r < UP; ++r)
+#pragma GCC unroll 16
+        for (int v = 0; v < R; ++v) acc[r][v] = Vec::zero();
+      const float* w = cols;
+      for (size_t q = 0; q < reach; ++q) {
+        for (size_t e = 0; e < down; ++e, w += UP) {
+          const float* t = copy.data() + (e * copy_rows + i0 + q) * L;
+          V c[UP];
+#pragma GCC unroll 16
+          for (int r = 0; r < UP; ++r) c[r] = Vec::set1(w[r]);
+#pragma GCC unroll 16
+          for (int v = 0; v < R; ++v) {
+            const V xv = Vec::keep(Vec::load(t + v * L));
+#pragma GCC unroll 16
+            for (int r = 0; r < UP; ++r) acc[r][v] = Vec::fmadd(c[r], xv, acc[r][v]);
+          }
+        }
+      }
+      V tile[L];
+#pragma GCC unroll 16
+      for (int v = 0; v < R; ++v)
+#pragma GCC unroll 16
+        for (int r = 0; r < UP; ++r) tile[v * UP + r] = acc[r][v];
+      for (size_t l = 0; l < L; ++l) to[l] = out + (p0 + start[l] + i0) * UP;
+      Vec::template transpose_store<UP * R>(tile, to);
+      if (i0 + R >= rows) break;
+    }
+  }
+}
+
+// At least L * R periods (the largest R over up = 2..4 below). R * up <= L: one tile is one
+// transpose.
+constexpr size_t kColumnMinPeriods512 = 16 * 8;
+constexpr size_t kColumnMinPeriods256 = 8 * 4;
+
+template <class Vec, int R2, int R3, int R4>
+inline __attribute__((always_inline)) void columns_for_bank(const FilterBank& bank,
+                                                            const float* x, size_t periods,
+                                                            float* out) {
+  const bool one = bank.down == 1;
+  switch (bank.up) {
+    case 2:
+      return one ? columns_loop<Vec, 2, R2, 1>(bank, x, periods, out)
+                 : columns_loop<Vec, 2, R2, 0>(bank, x, periods, out);
+    case 3:
+      return one ? columns_loop<Vec, 3, R3, 1>(bank, x, periods, out)
+                 : columns_loop<Vec, 3, R3, 0>(bank, x, periods, out);
+    default:
+      return one ? columns_loop<Vec, 4, R4, 1>(bank, x, periods, out)
+                 : columns_loop<Vec, 4, R4, 0>(bank, x, periods, out);
+  }
+}
+
+SDSCORE_TARGET_AVX512 void columns_avx512(const FilterBank& bank, const float* x, size_t periods,
+                                          float* out) {
+  columns_for_bank<Zmm, 8, 5, 4>(bank, x, periods, out);
+}
+
+SDSCORE_TARGET_AVX2 void columns_avx2(const FilterBank& bank, const float* x, size_t periods,
+                                      float* out) {
+  columns_for_bank<Ymm, 4, 2, 2>(bank, x, periods, out);
+}
+#endif
+
 template <class Isa>
 inline __attribute__((always_inline)) void run_interpolated(const FilterBank& bank, uint32_t rem,
                                                             const float* x, size_t count,
@@ -542,10 +740,12 @@ bool use_avx512() {
 
 FirKernels select_kernels() {
 #ifdef SDSCORE_HAVE_AVX2_KERNELS
-  if (use_avx512()) return {run_avx512, halfband_avx512, "avx512f"};
-  if (use_avx2()) return {run_avx2, halfband_avx2, "avx2+fma"};
+  if (use_avx512()) {
+    return {run_avx512, halfband_avx512, "avx512f", columns_avx512, kColumnMinPeriods512};
+  }
+  if (use_avx2()) return {run_avx2, halfband_avx2, "avx2+fma", columns_avx2, kColumnMinPeriods256};
 #endif
-  return {run_generic, halfband_generic, "generic"};
+  return {run_generic, halfband_generic, "generic", nullptr, 0};
 }
 
 }  // namespace

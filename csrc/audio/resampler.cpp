@@ -1,5 +1,6 @@
-// Polyphase resampling driver: runs the SIMD kernel on the outputs whose filter window lies
-// inside the input, and a gather-with-zeros path on the few outputs at each edge. This keeps
+// Polyphase resampling driver: runs the SIMD kernels on the outputs whose filter window lies
+// inside the input (the column loop on whole periods where the bank has a column copy, the row
+// loops elsewhere), and a gather-with-zeros path on the few outputs at each edge. This keeps
 // bounds checks out of the inner loop without copying the input into a padded buffer. Large
 // downsampling ratios first halve the rate with half-band stages (see halve_first).
 #include "audio/resampler.hpp"
@@ -63,11 +64,34 @@ void run_bank(const FilterBank& bank, const float* x, size_t n, uint64_t first, 
       static_cast<size_t>(std::max<uint64_t>(fast_begin, std::min<uint64_t>(k_hi, nout)));
 
   const FirKernels& kernels = fir_kernels();
-  if (fast_end > fast_begin) {
-    const uint64_t t = fast_begin * down + first;
-    kernels.run(bank, static_cast<uint32_t>(t % up), x + (t / up - lead), fast_end - fast_begin,
-                out + fast_begin);
+  // Small up and down (upsampling): the column loop on whole periods of the fast range, from
+  // its first output at a whole input sample; the row loops on what is left either side.
+  size_t col_begin = fast_begin, col_end = fast_begin;
+  if (bank.column_width > 0 && kernels.columns != nullptr) {
+    const uint64_t width = bank.column_width;
+    uint64_t k0 = fast_begin;
+    while (k0 < fast_end && (k0 * down + first) % up != 0) ++k0;  // at most up - 1 steps
+    // Periods m < periods: outputs k0 + m * up + r (r < up) before fast_end, reading
+    // x[start + m * down + c] for c < width inside x (k0 >= fast_begin = k_lo: start >= 0).
+    uint64_t start = 0, periods = 0;
+    if (k0 < fast_end) {
+      start = (k0 * down + first) / up - lead;
+      periods = (fast_end - k0) / up;
+      periods = start + width <= n ? std::min<uint64_t>(periods, (n - start - width) / down + 1) : 0;
+    }
+    if (periods >= kernels.column_min_periods) {
+      kernels.columns(bank, x + start, periods, out + k0);
+      col_begin = k0;
+      col_end = k0 + periods * up;
+    }
   }
+  auto run_rows = [&](size_t a, size_t b) {  // outputs [a, b) of the fast range, row by row
+    if (b <= a) return;
+    const uint64_t t = a * down + first;
+    kernels.run(bank, static_cast<uint32_t>(t % up), x + (t / up - lead), b - a, out + a);
+  };
+  run_rows(fast_begin, col_begin);
+  run_rows(col_end, fast_end);
   std::vector<float, CacheLineAllocator<float>> window(taps);
   auto edge_output = [&](size_t k) {
     const uint64_t t = k * down + first;
