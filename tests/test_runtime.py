@@ -105,6 +105,45 @@ def test_resume_refuses_changed_settings_and_manifest(manifest, tmp_path, monkey
     assert pl.read_parquet(out).equals(_expected(manifest))
 
 
+def test_read_options_reach_the_reader_unread_and_a_resume_must_repeat_them(manifest, tmp_path, monkeypatch):
+    """The runtime hands read_options to load_table as they are (it knows no format's options) and keeps them
+    in the run record: an unfinished run resumes only with the same ones, and none leaves the record as before."""
+    import sdscore.runtime.manifest_windows as manifest_windows
+
+    real_load, seen = manifest_windows.load_table, []
+
+    def load_table(path, **options):  # a reader with an option of its own
+        seen.append(options)
+        return real_load(path)
+
+    monkeypatch.setattr(manifest_windows, "load_table", load_table)
+    plain = tmp_path / "plain.parquet"
+    score_manifest(ScoringJob(ARENA, ToyScorer), manifest, plain)
+    assert seen == [{}] and "read_options" not in read_provenance(plain)
+    out = tmp_path / "out.parquet"
+    calls, real = [], ToyScorer.__call__
+
+    def dies_on_second(self, rows):
+        calls.append(rows.height)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, rows)
+
+    monkeypatch.setattr(ToyScorer, "__call__", dies_on_second)
+    with pytest.raises(KeyboardInterrupt):
+        score_manifest(ScoringJob(ARENA, ToyScorer), manifest, out, window_rows=10, read_options={"toy_group": "a"})
+    monkeypatch.setattr(ToyScorer, "__call__", real)
+    assert seen[-1] == {"toy_group": "a"}
+    with pytest.raises(SdscoreError, match=r"read_options.toy_group \('a' then, 'b' now\)"):
+        score_manifest(ScoringJob(ARENA, ToyScorer), manifest, out, resume=True, read_options={"toy_group": "b"})
+    with pytest.raises(SdscoreError, match=r"read_options \(\{'toy_group': 'a'\} then, None now\)"):
+        score_manifest(ScoringJob(ARENA, ToyScorer), manifest, out, resume=True)
+    summary = score_manifest(ScoringJob(ARENA, ToyScorer), manifest, out, resume=True, read_options={"toy_group": "a"})
+    assert (summary.resumed_shards, summary.scored_shards) == (1, 4)
+    assert read_provenance(out)["read_options"] == {"toy_group": "a"}
+    assert pl.read_parquet(out).equals(pl.read_parquet(plain))
+
+
 def test_output_path_is_checked_before_any_work(manifest, tmp_path):
     job = ScoringJob(ARENA, FailingScorer)  # would raise if it were ever built
     with pytest.raises(SdscoreError, match="is the manifest itself"):

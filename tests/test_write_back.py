@@ -255,6 +255,14 @@ def test_lhotse_write_back_of_instances_grouped_by_recording(talk, tmp_path):
         write_back(tmp_path / "cuts.jsonl.gz", tmp_path / "scores.parquet", CONSISTENCY, tmp_path / "x.jsonl")  # by speaker
 
 
+def test_a_grouping_for_a_manifest_that_is_not_lhotse_is_refused(clips, tmp_path):
+    source = _kaldi_dir(tmp_path / "data", clips)
+    with pytest.raises(SdscoreError, match=r"data: lhotse_group_by \(--lhotse-group-by\) groups the turns of a "
+                                           r"Lhotse CutSet or SupervisionSet, and this manifest is not one"):
+        write_back(source, tmp_path / "r.parquet", NATURALNESS, tmp_path / "scored", lhotse_group_by="speaker")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
 # -- what --write-back refuses -----------------------------------------------------------------------
 
 

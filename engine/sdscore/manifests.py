@@ -47,11 +47,12 @@ def read_manifest(
     lazy: bool = False,
     errors: Literal["raise", "collect"] = "raise",
     max_errors: int = DEFAULT_MAX_ERRORS,
-    lhotse_group_by: str = "speaker",
+    lhotse_group_by: str | None = None,
 ) -> pl.DataFrame | pl.LazyFrame:
     """sdscore.corpus.read_manifest with protocol a registered protocol's name, a ManifestSpec, or
     None: the registered protocol the file's format belongs to, else the one its columns fit.
-    lhotse_group_by: "speaker" or "recording" (a Lhotse manifest's instances; lhotse_format)."""
+    lhotse_group_by: "speaker" (None: the same) or "recording", a Lhotse manifest's instances
+    (lhotse_format); refused for any other manifest."""
     specs = tuple(manifest_specs().values()) if protocol is None else manifest_spec(protocol, os.fspath(path))
     return corpus.read_manifest(path, specs, resolve_audio=resolve_audio, lazy=lazy, errors=errors,
                                 max_errors=max_errors, lhotse_group_by=lhotse_group_by)

@@ -145,10 +145,12 @@ def _cmd_score(args: argparse.Namespace) -> int:
     elif args.ray_cpus is not None or args.ray_gpus:
         raise ValueError("--ray-cpus / --ray-gpus need --ray")
     out, format_out, write_back_to = _plan_score_outputs(args)
+    read_options = entry.read_options(args)  # how the manifest is read: the run and --write-back alike
     with stage_progress(args.progress_every) as progress:
         summary = score(entry.name, args.manifest, out, executor=executor, workers=args.workers,
                         ray_address=address, resume=args.resume, window_rows=args.window_rows,
-                        executor_options=options, progress=progress, **entry.options().score_settings(args))
+                        executor_options=options, progress=progress, read_options=read_options,
+                        **entry.options().score_settings(args))
     resumed = f" ({summary.resumed_shards} shards kept from the interrupted run)" if summary.resumed_shards else ""
     console.print(f"{summary.rows} rows scored in {summary.seconds:.1f} s, {summary.failed} with errors{resumed} "
                   f"→ [bold]{summary.out}[/bold]")
@@ -160,7 +162,8 @@ def _cmd_score(args: argparse.Namespace) -> int:
     if write_back_to is not None:
         from sdscore.corpus.write_back import write_back
 
-        written = write_back(args.manifest, summary.out, entry.manifest_spec(), write_back_to, overwrite=args.overwrite)
+        written = write_back(args.manifest, summary.out, entry.manifest_spec(), write_back_to, overwrite=args.overwrite,
+                             **read_options)
         console.print(f"results written back → [bold]{written}[/bold]")
     return 1 if summary.failed else 0
 

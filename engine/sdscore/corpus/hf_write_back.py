@@ -16,7 +16,7 @@ import polars as pl
 
 from sdscore.corpus.hf_dataset_format import split_files
 from sdscore.corpus.schemas import ManifestSpec
-from sdscore.corpus.write_back import COMMAND, OPTION, added_columns, aligned_results
+from sdscore.corpus.write_back_rows import COMMAND, OPTION, added_columns, aligned_results
 from sdscore.errors import SdscoreError
 from sdscore.output_paths import staged_folder
 

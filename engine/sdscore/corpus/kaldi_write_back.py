@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sdscore.corpus.output_formats import scp_tables
 from sdscore.corpus.schemas import ManifestSpec
-from sdscore.corpus.write_back import COMMAND, aligned_results
+from sdscore.corpus.write_back_rows import COMMAND, aligned_results
 from sdscore.errors import SdscoreError
 from sdscore.output_paths import MARKER, staged_folder
 

@@ -86,6 +86,8 @@ def _audio_file(recording: Any) -> tuple[str | None, str | None]:
 
 #: how supervisions become instances: every turn of a speaker in the file, or of a speaker in one recording
 GROUPINGS = ("speaker", "recording")
+#: RawTable.format_name of the tables read here
+FORMAT_NAME = "Lhotse"
 
 
 class _Turns:
@@ -152,7 +154,7 @@ class _Turns:
             duration_column(AUDIO_COLUMN): pl.List(pl.Float64), "true_turns": pl.List(pl.Int64),
             "turn_ids": pl.List(pl.String), PARSE_ERROR: pl.String})
         # each problem names its line: the runtime's windows number rows but keep no locator
-        return RawTable(frame.lazy(), source, base_dir, data_row_labels, "consistency", "Lhotse")
+        return RawTable(frame.lazy(), source, base_dir, data_row_labels, "consistency", FORMAT_NAME)
 
 
 def _number(value: Any) -> float | None:

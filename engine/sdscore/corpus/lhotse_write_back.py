@@ -21,7 +21,7 @@ from typing import Any
 from sdscore.atomic_write import atomic_path
 from sdscore.corpus.lhotse_format import manifest_lines
 from sdscore.corpus.schemas import ManifestSpec
-from sdscore.corpus.write_back import OPTION, added_columns, aligned_results
+from sdscore.corpus.write_back_rows import OPTION, added_columns, aligned_results
 from sdscore.errors import SdscoreError
 
 #: per-turn result lists → the custom key each turn's entry is written under
@@ -68,7 +68,7 @@ def _with_fields(supervision: Any, fields: dict[str, dict[str, Any]], source: st
 
 
 def write_lhotse_manifest(manifest: str | os.PathLike, results: str | os.PathLike, spec: ManifestSpec,
-                          destination: Path, lhotse_group_by: str = "speaker") -> Path:
+                          destination: Path, lhotse_group_by: str | None = None) -> Path:
     """Write the Lhotse manifest at `manifest` again at `destination` with the results in the supervisions."""
     source = os.fspath(manifest)
     frame, rows = aligned_results(manifest, results, spec, ("turn_ids",), lhotse_group_by)

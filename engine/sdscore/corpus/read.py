@@ -27,6 +27,8 @@ from sdscore.corpus.audio_paths import resolve_audio_paths
 from sdscore.corpus.embedded_audio import embedded_audio_to_paths
 from sdscore.corpus.hf_dataset_format import read_dataset_folder, split_files
 from sdscore.corpus.kaldi_format import WAV_SCP, is_kaldi_dir, read_kaldi_dir
+from sdscore.corpus.lhotse_format import FORMAT_NAME as LHOTSE_FORMAT
+from sdscore.corpus.lhotse_format import GROUPINGS
 from sdscore.corpus.lhotse_format import first_row, is_lhotse_row, read_lhotse_manifest, recordings_path_for
 from sdscore.corpus.native_format import (
     jsonl_objects,
@@ -66,7 +68,7 @@ def read_manifest(
     lazy: bool = False,
     errors: Literal["raise", "collect"] = "raise",
     max_errors: int = DEFAULT_MAX_ERRORS,
-    lhotse_group_by: str = "speaker",
+    lhotse_group_by: str | None = None,
 ) -> pl.DataFrame | pl.LazyFrame:
     """Read, type and validate a manifest; relative audio paths become paths under its folder.
 
@@ -76,8 +78,9 @@ def read_manifest(
     either way the rows are validated in one pass before it returns.
     errors: "raise" (one ManifestError listing up to max_errors problems) or "collect" (an `error`
     column on bad rows; the others are kept). A missing id column is filled with the 0-based row number.
-    lhotse_group_by: a Lhotse manifest's instances, "speaker" (all of a speaker's turns in the file)
-    or "recording" (a speaker's turns in each recording; lhotse_format).
+    lhotse_group_by: a Lhotse manifest's instances, "speaker" (all of a speaker's turns in the file,
+    also when None) or "recording" (a speaker's turns in each recording; lhotse_format); given for
+    another kind of manifest, it is refused (see load_table).
     """
     source = os.fspath(path)
     try:
@@ -97,13 +100,16 @@ def read_manifest(
     return frame
 
 
-def load_table(path: str | os.PathLike, *, lhotse_group_by: str = "speaker") -> RawTable:
+def load_table(path: str | os.PathLike, *, lhotse_group_by: str | None = None) -> RawTable:
     """Open a manifest as read, without typing or validating it: pick the reader by suffix.
 
     path: a local path, a file:// URI, or an object or folder on a store (s3://, gs://: read from a
     cached local copy, see remote_manifest; the table's source stays the URI and its base_dir the
     URI's prefix). Embedded audio (HF datasets' Audio structs) becomes paths of cached files
-    (embedded_audio)."""
+    (embedded_audio).
+    lhotse_group_by: how a Lhotse manifest's turns become instances (lhotse_format; None: by speaker);
+    given for a manifest that is not a Lhotse CutSet or SupervisionSet, ManifestError (an option that
+    would change nothing)."""
     try:
         source = storage.normalize(path)
     except storage.StorageError as error:
@@ -112,10 +118,13 @@ def load_table(path: str | os.PathLike, *, lhotse_group_by: str = "speaker") -> 
         table = _load_remote_table(source, lhotse_group_by)
     else:
         table = dataclasses.replace(_load_table(source, source, lhotse_group_by), local_path=source)
+    if lhotse_group_by is not None and table.format_name != LHOTSE_FORMAT:
+        raise ManifestError(f"{table.source}: lhotse_group_by (--lhotse-group-by) groups the turns of a Lhotse CutSet "
+                            f"or SupervisionSet, and this manifest is not one; leave it out")
     return dataclasses.replace(table, frame=embedded_audio_to_paths(table.frame, table.source))
 
 
-def _load_remote_table(uri: str, lhotse_group_by: str = "speaker") -> RawTable:
+def _load_remote_table(uri: str, lhotse_group_by: str | None = None) -> RawTable:
     """Read an object-store manifest from its local copy, named by its URI in the table and errors."""
     copy = fetch_manifest(uri)
     try:
@@ -125,7 +134,7 @@ def _load_remote_table(uri: str, lhotse_group_by: str = "speaker") -> RawTable:
     return dataclasses.replace(table, source=uri, base_dir=copy.to_uri(table.base_dir), local_path=copy.local)
 
 
-def _load_table(path: str, source: str, lhotse_group_by: str = "speaker") -> RawTable:
+def _load_table(path: str, source: str, lhotse_group_by: str | None = None) -> RawTable:
     """Read the local file or folder at path with the reader its name or layout calls for; source
     names it in messages."""
     if os.path.isdir(path):
@@ -134,6 +143,7 @@ def _load_table(path: str, source: str, lhotse_group_by: str = "speaker") -> Raw
         return read_dataset_folder(path, source)
     if not os.path.isfile(path):
         raise ManifestError(f"{source}: no such file or folder")
+    grouping = GROUPINGS[0] if lhotse_group_by is None else lhotse_group_by
     base_dir = os.path.dirname(os.path.abspath(path))
     name = Path(path).name.lower()
     if name == WAV_SCP:
@@ -142,10 +152,10 @@ def _load_table(path: str, source: str, lhotse_group_by: str = "speaker") -> Raw
         if not is_lhotse_row(first_row(path, source)):
             raise ManifestError(f"{source}: a gzipped JSONL manifest must be a Lhotse CutSet, RecordingSet or "
                                 "SupervisionSet; decompress other JSONL files")
-        return read_lhotse_manifest(path, source, base_dir, lhotse_group_by)
+        return read_lhotse_manifest(path, source, base_dir, grouping)
     suffix = Path(path).suffix.lower()
     if suffix in (".jsonl", ".ndjson") and _first_line_is_lhotse(path):
-        return read_lhotse_manifest(path, source, base_dir, lhotse_group_by)
+        return read_lhotse_manifest(path, source, base_dir, grouping)
     reader = _READERS.get(suffix)
     if reader is None:
         raise ManifestError(

@@ -10,8 +10,8 @@ sdscore output.
 - Kaldi data directory (kaldi_write_back.py): a copy of the directory's files plus one
   `<metric>.scp` per numeric result column, in the units the protocol's report shows.
 
-The results are matched to the input by reading the input again as the run did: they must hold one
-row per input row, with the same ids in the same order.
+The results are matched to the input by reading the input again as the run did (write_back_rows.py):
+they must hold one row per input row, with the same ids in the same order.
 """
 
 from __future__ import annotations
@@ -19,18 +19,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import polars as pl
-
 from sdscore import storage
 from sdscore.corpus.kaldi_format import WAV_SCP, is_kaldi_dir
 from sdscore.corpus.lhotse_format import first_row, is_lhotse_row
-from sdscore.corpus.read import load_table, with_ids
-from sdscore.corpus.schemas import ManifestSpec, require_spec
+from sdscore.corpus.schemas import ManifestSpec
+from sdscore.corpus.write_back_rows import OPTION
 from sdscore.errors import ManifestError, SdscoreError
 from sdscore.output_paths import OutputPlan
 
-OPTION = "--write-back"
-COMMAND = "sdscore score --write-back"
 #: what --write-back writes into, by input kind
 KINDS = ("hf-dataset", "lhotse", "kaldi")
 LHOTSE_SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -73,44 +69,16 @@ def plan_write_back(plan: OutputPlan, manifest: str | os.PathLike, destination: 
     return plan.file(destination, OPTION)
 
 
-def input_rows(manifest: str | os.PathLike, spec: ManifestSpec, columns: tuple[str, ...] = (),
-               lhotse_group_by: str = "speaker") -> pl.DataFrame:
-    """The id column (and `columns`) of the manifest's rows, read as the run read them."""
-    table = load_table(manifest, lhotse_group_by=lhotse_group_by)
-    frame = with_ids(table.frame, table.frame.collect_schema().names(), spec)
-    return frame.select(pl.col(spec.id_column).cast(pl.String), *columns).collect()
-
-
-def aligned_results(manifest: str | os.PathLike, results: str | os.PathLike, spec: ManifestSpec,
-                    columns: tuple[str, ...] = (), lhotse_group_by: str = "speaker") -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(results, the input's rows): the results Parquet checked to hold the manifest's rows in order."""
-    spec = require_spec(spec, "write_back")
-    frame = pl.read_parquet(results)
-    rows = input_rows(manifest, spec, columns, lhotse_group_by)
-    if spec.id_column not in frame.columns:
-        raise SdscoreError(f"{results}: the results have no {spec.id_column!r} column to match {manifest} by")
-    if frame.height != rows.height:
-        raise SdscoreError(f"{results}: {frame.height} result rows but {manifest} holds {rows.height}; "
-                           f"{OPTION} needs the results of this manifest")
-    ids = frame[spec.id_column].cast(pl.String)
-    differ = (ids != rows[spec.id_column]).fill_null(True) & ~(ids.is_null() & rows[spec.id_column].is_null())
-    if differ.any():
-        row = int(differ.arg_max())
-        raise SdscoreError(f"{results}: row {row + 1} is {ids[row]!r} but {manifest}'s row {row + 1} is "
-                           f"{rows[spec.id_column][row]!r}; {OPTION} needs the results of this manifest")
-    return frame, rows
-
-
-def added_columns(results: pl.DataFrame, spec: ManifestSpec) -> list[str]:
-    """The result columns a write-back adds: all but the manifest's own columns the results repeat."""
-    return [c for c in results.columns if c not in spec.schema.names() and c != spec.id_column]
-
-
 def write_back(manifest: str | os.PathLike, results: str | os.PathLike, spec: ManifestSpec,
-               destination: str | os.PathLike, *, overwrite: bool = False, lhotse_group_by: str = "speaker") -> Path:
+               destination: str | os.PathLike, *, overwrite: bool = False,
+               lhotse_group_by: str | None = None) -> Path:
     """Write the manifest again at destination with the results added (see the module doc);
-    lhotse_group_by: how the run read a Lhotse manifest's instances (lhotse_format.GROUPINGS)."""
+    lhotse_group_by: how the run read a Lhotse manifest's instances (lhotse_format.GROUPINGS; None:
+    by speaker; refused for another kind of manifest)."""
     kind = write_back_kind(manifest)
+    if lhotse_group_by is not None and kind != "lhotse":
+        raise SdscoreError(f"{os.fspath(manifest)}: lhotse_group_by (--lhotse-group-by) groups the turns of a Lhotse "
+                           f"CutSet or SupervisionSet, and this manifest is not one; leave it out")
     plan_write_back(OutputPlan([manifest, results], overwrite=overwrite), manifest, destination)
     if kind == "hf-dataset":
         from sdscore.corpus.hf_write_back import write_hf_dataset

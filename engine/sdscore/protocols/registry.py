@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # the runtime (torch, polars) is imported when a protocol sco
 class ProtocolEntry:
     """One protocol, self-described. package: its package; it provides `evaluate_files(results,
     out_json, *, plot, seed)`, and, when the protocol has a scoring pass, `scoring_job(**settings)`
-    and an `options` module with `add_score_options(parser)` and `score_settings(args)`."""
+    and an `options` module with `add_score_options(parser)` and `score_settings(args)` (and, when the
+    protocol has options of how its manifests are read, `read_options(args)`)."""
 
     name: str
     help: str
@@ -68,6 +69,12 @@ class ProtocolEntry:
     def options(self):
         """The module holding add_score_options(parser) and score_settings(args)."""
         return importlib.import_module(f"{self.package}.options")
+
+    def read_options(self, args) -> dict[str, Any]:
+        """The manifest reader's keywords from a parsed `score` command line (the options module's
+        read_options(args); {} when it has none): the runtime passes them to load_table and records them."""
+        reader = getattr(self.options(), "read_options", None)
+        return {} if reader is None else reader(args)
 
     def scoring_job(self, **settings: Any):
         if not self.scores:
@@ -166,12 +173,14 @@ def score(
     window_rows: int | None = None,
     executor_options: dict | None = None,
     progress: Progress | None = None,
+    read_options: dict[str, Any] | None = None,
     **settings: Any,
 ) -> RunSummary:
-    """Score a manifest with protocol `name` (settings: its Scorer's) on the runtime; see score_manifest."""
+    """Score a manifest with protocol `name` (settings: its Scorer's; read_options: the manifest
+    reader's, e.g. lhotse_group_by) on the runtime; see score_manifest."""
     from sdscore.runtime.run import score_manifest
 
     job = protocol(name).scoring_job(**settings)
     return score_manifest(job, manifest, out, executor=executor, workers=workers, ray_address=ray_address,
                           resume=resume, window_rows=window_rows, executor_options=executor_options,
-                          progress=progress)
+                          progress=progress, read_options=read_options)

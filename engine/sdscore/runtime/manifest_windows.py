@@ -1,9 +1,10 @@
 """A manifest read in row windows: at most one window of rows in memory, plus the frame of keys.
 
 The manifest is opened once (any format sdscore.corpus reads; one on an object store through its
-cached local copy). A plain Parquet file is scanned in
-place; any other format is first streamed into a Parquet staging file, so every window is a cheap
-row-group slice. The unique-key columns of all rows are read once: they give the row count, the
+cached local copy), with the reader options the caller passes (load_table's keywords, e.g. how a
+Lhotse manifest's turns are grouped; this module does not look into them). A plain Parquet file is
+scanned in place; any other format is first streamed into a Parquet staging file, so every window is
+a cheap row-group slice. The unique-key columns of all rows are read once: they give the row count, the
 duplicate-key check across windows and the manifest's fingerprint for resume. Each window is typed,
 validated in "collect" mode (a bad row keeps its place and gets its error, numbered as in the
 file) and its audio paths resolved, exactly as read_manifest would do for the whole file; audio
@@ -14,8 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -32,13 +34,14 @@ _PARQUET = (".parquet", ".pq")
 
 class ManifestWindows:
     """Windows [k * rows, (k + 1) * rows) of a validated manifest; `staging_dir` holds a Parquet copy
-    of a manifest that is not plain Parquet (the caller removes it)."""
+    of a manifest that is not plain Parquet (the caller removes it); read_options: keywords of
+    corpus.read.load_table."""
 
     def __init__(self, path: str | os.PathLike, spec: ManifestSpec | Sequence[ManifestSpec],
-                 staging_dir: str | os.PathLike):
+                 staging_dir: str | os.PathLike, read_options: Mapping[str, Any] | None = None):
         self.path = os.fspath(path)
         self.slice_dir = os.path.join(os.fspath(staging_dir), "slices")
-        table = load_table(self.path)
+        table = load_table(self.path, **(read_options or {}))
         columns = table.frame.collect_schema().names()
         self.spec = choose_spec(table, columns, spec)
         self.protocol = self.spec.name

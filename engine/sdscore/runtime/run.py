@@ -17,10 +17,11 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sdscore import storage
 from sdscore.corpus.validate import ERROR_COLUMN
@@ -113,6 +114,7 @@ def score_manifest(
     window_rows: int | None = None,
     executor_options: dict | None = None,
     progress: Progress | None = None,
+    read_options: Mapping[str, Any] | None = None,
 ) -> RunSummary:
     """Score every row of `manifest` with `job` into `out` (Parquet), resumably; see the module doc.
 
@@ -123,7 +125,9 @@ def score_manifest(
     executor (ray: num_cpus_per_actor, num_gpus_per_actor); progress(stage, done, total) gets the rows
     done (also those a Scorer reports inside a window, runtime/row_progress.py; from a helper thread
     with the processes and ray executors, one call at a time), and `failed=` (rows with an error so
-    far) when it takes that keyword. Returns a RunSummary; the
+    far) when it takes that keyword; read_options: keywords of the manifest reader
+    (sdscore.corpus.read.load_table, e.g. lhotse_group_by), passed through unread and kept in the run
+    record (a resume with other read options is refused, naming them). Returns a RunSummary; the
     results are in `out`, one row per manifest row in manifest order, with an `error` column.
     """
     began, started = time.perf_counter(), now()
@@ -138,7 +142,7 @@ def score_manifest(
     if not remote:
         out.parent.mkdir(parents=True, exist_ok=True)
     with (ObjectLock(out) if remote else OutputLock(out)) as lock, _staging_folder(out) as staging:
-        windows = ManifestWindows(manifest, job.protocol, staging)
+        windows = ManifestWindows(manifest, job.protocol, staging, read_options)
         rows_per_window = _window_rows(window_rows, out, resume, windows.n_rows, workers)
         record = {
             "protocol": windows.protocol,
@@ -148,6 +152,8 @@ def score_manifest(
                       "weights": weights_digest(job.model_dir)},
             "manifest": manifest_fingerprint(manifest, windows.keys_digest, windows.n_rows, windows.local_path),
         }
+        if read_options:  # (absent when none: a run recorded before read options resumes as it was)
+            record["read_options"] = dict(read_options)
         if remote:
             output = ObjectShardedOutput(out, windows.n_rows, rows_per_window, record, resume,
                                          staging_dir=staging, lock=lock)
