@@ -5,7 +5,9 @@ the GIL; other containers through soundfile), ``soundfile`` and ``dali``. Items 
 (offset/duration in seconds) are read by seeking with soundfile (see ``sdscore.audio.slices``),
 whatever the backend; whole-file items go through the chosen backend. Objects on a store
 (``s3://``, ``gs://``; ``file://`` is a local path) are fetched whole and decoded from memory, or
-for a slice read by ranged requests of its bytes only (``sdscore.audio.remote_audio``).
+for a slice read by ranged requests of its bytes only (``sdscore.audio.remote_audio``). Clips
+embedded in a dataset file (``embedded://`` references a manifest reader puts in place of paths)
+are read from that file and decoded from memory (``sdscore.audio.embedded_clips``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from sdscore import storage
 from sdscore.audio.backends import BACKEND_ENV, BACKENDS, resolve_backend
 from sdscore.audio.batch import AudioBatch
 from sdscore.audio.checks import check_target_rate, resolve_max_seconds
+from sdscore.audio.embedded_clips import is_embedded
 from sdscore.audio.remote_audio import decode_objects, local_or_uri
 from sdscore.audio.slices import decode_slices, is_whole_file, slice_arguments
 from sdscore.errors import AudioError
@@ -52,12 +55,14 @@ def load_many(
     paths = [local_or_uri(p) for p in paths]
     threads = min(threads, max(1, len(paths)))
     remote = [i for i, path in enumerate(paths) if storage.is_remote(path)]
-    if offsets is None and durations is None and not remote:
+    embedded = [i for i, path in enumerate(paths) if is_embedded(path)]
+    if offsets is None and durations is None and not remote and not embedded:
         return BACKENDS[name](paths, sample_rate, threads, cap)
     starts, lengths = slice_arguments(len(paths), offsets, durations)
     sliced = [i for i in range(len(paths)) if not is_whole_file(starts[i], lengths[i])]
-    whole = [i for i in range(len(paths)) if is_whole_file(starts[i], lengths[i]) and not storage.is_remote(paths[i])]
-    objects = [i for i in remote if is_whole_file(starts[i], lengths[i])]
+    in_memory = set(remote) | set(embedded)
+    whole = [i for i in range(len(paths)) if is_whole_file(starts[i], lengths[i]) and i not in in_memory]
+    objects = [i for i in sorted(in_memory) if is_whole_file(starts[i], lengths[i])]
     if not sliced and not objects:
         return BACKENDS[name](paths, sample_rate, threads, cap)
     waves: list[np.ndarray] = [np.zeros(0, np.float32)] * len(paths)

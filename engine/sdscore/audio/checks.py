@@ -56,14 +56,18 @@ def check_decoded(path: str, frames: int, sample_rate: int, max_seconds: float) 
 
 
 def sound_info(path: str | os.PathLike):
-    """soundfile.info of a local file (or file:// URI), or of an object on a store (s3://, gs://)
-    from its header alone, fetched by a ranged read. Raises what soundfile or the store raise."""
+    """soundfile.info of a local file (or file:// URI), of an object on a store (s3://, gs://)
+    from its header alone, fetched by a ranged read, or of a clip embedded in a dataset file. Raises what soundfile or the store raise."""
     import soundfile as sf
+
+    from sdscore.audio.embedded_clips import is_embedded, open_embedded
 
     text = os.fspath(path)
     if storage.is_remote(text):
         with storage.open_ranged(text) as handle:
             return sf.info(handle)
+    if is_embedded(text):
+        return sf.info(open_embedded(text))
     return sf.info(storage.normalize(text))
 
 

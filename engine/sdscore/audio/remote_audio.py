@@ -1,4 +1,5 @@
-"""Audio objects on a store (s3://, gs://): fetched whole and decoded from memory.
+"""Audio objects on a store (s3://, gs://) and clips embedded in a dataset file (embedded://):
+fetched or read whole and decoded from memory.
 
 A whole object is read in one request (its length checked against what the store announced) and
 decoded like `decode_bytes` (WAV by the native core, with the same truncated-header check as local
@@ -15,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from sdscore import storage
+from sdscore.audio.embedded_clips import describe, is_embedded, read_embedded
 from sdscore.audio.memory import decode_bytes
 from sdscore.errors import AudioError
 
@@ -30,7 +32,10 @@ def local_or_uri(path: str | os.PathLike) -> str:
 
 
 def decode_object(uri: str, sample_rate: int, max_seconds: float) -> np.ndarray:
-    """Fetch one object and decode it to float32 mono at sample_rate; AudioError naming the URI."""
+    """Fetch one object (or read one embedded clip) and decode it to float32 mono at sample_rate;
+    AudioError naming the URI (the clip's file, row and column)."""
+    if is_embedded(uri):
+        return decode_bytes(read_embedded(uri), sample_rate, name=describe(uri), max_seconds=max_seconds)
     try:
         data = storage.read_bytes(uri)
     except storage.StorageError as error:

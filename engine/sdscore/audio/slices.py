@@ -19,6 +19,7 @@ import soundfile as sf
 
 from sdscore import storage
 from sdscore.audio.checks import check_decoded, check_finite, format_seconds
+from sdscore.audio.embedded_clips import is_embedded, open_embedded
 from sdscore.audio.remote_audio import local_or_uri
 from sdscore.audio.soundfile_backend import finish_frames, open_error
 from sdscore.errors import AudioError
@@ -85,8 +86,9 @@ def read_slice_frames(path: str, offset: float, duration: float | None,
     path = local_or_uri(path)
     check_slice(path, offset, duration)
     remote = open_remote(path) if storage.is_remote(path) else None
+    source = open_embedded(path) if is_embedded(path) else path if remote is None else remote
     try:
-        with sf.SoundFile(path if remote is None else remote) as handle:
+        with sf.SoundFile(source) as handle:
             rate, total = int(handle.samplerate), int(handle.frames)
             if rate <= 0:
                 raise AudioError(f"{path}: sample rate {rate} Hz is invalid")

@@ -1,32 +1,68 @@
 """Audio stored inside a table: HF `datasets` Audio columns (``{"bytes", "path"}`` structs).
 
 RL and evaluation datasets are often saved with their audio embedded: `datasets` stores an Audio
-column as a struct of the encoded file's bytes and its original path. Every protocol loads audio by
-path and caches features by file content, so each embedded file is written once to a
-content-addressed cache, ``$SDSCORE_CACHE_DIR/embedded-audio/<sha256>.<ext>`` (default
-``~/.cache/sdscore``), and the struct becomes that path; it is then decoded like any file (WAV by
-the native core, everything else by soundfile). A struct without bytes keeps its path (the
-manifest's folder resolves it, as for text paths); one with neither is null. Structs may sit in
-an audio column, in a list column (turn paths) or in a turn struct's ``audio_path`` field.
+column as a struct of the encoded file's bytes and its original path. Nothing is copied out of the
+file: the Arrow and Parquet readers replace each struct with bytes by a reference to its cell,
+``embedded://<file>#<row>/<column>[/<list index or field>...]`` (sdscore.audio.embedded_clips),
+which every audio reader resolves by reading that clip's bytes from the file (Arrow memory-mapped)
+and decoding them from memory exactly as a file with those bytes (WAV by the native core,
+everything else by libsndfile); feature caches key it by its bytes, as a file. A struct without
+bytes keeps its path (the manifest's folder resolves it, as for text paths); one with neither is
+null. Structs may sit in an audio column, in a list column (turn paths) or in a turn struct's
+``audio_path`` field. Finding which structs hold bytes reads only the bytes' lengths of an Arrow
+file (its offsets), and a Parquet file's audio columns one batch at a time.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 import polars as pl
 
-from sdscore.atomic_write import atomic_path
-from sdscore.errors import ManifestError
+from sdscore.errors import AudioError
 
 CACHE_ENV = "SDSCORE_CACHE_DIR"
+_BATCH_ROWS = 256  # Parquet rows whose audio columns are read at once to find the embedded clips
 
-_MAGIC = ((b"RIFF", ".wav"), (b"RF64", ".wav"), (b"fLaC", ".flac"), (b"OggS", ".ogg"), (b"ID3", ".mp3"),
-          (b"FORM", ".aiff"))
-_KNOWN_SUFFIXES = {".wav", ".flac", ".ogg", ".opus", ".mp3", ".aiff", ".aif", ".sph", ".au"}
+
+SCHEME = "embedded://"
+
+
+def is_embedded(path) -> bool:
+    """Whether a path is an embedded-clip reference (`embedded://...`)."""
+    return isinstance(path, str) and path.startswith(SCHEME)
+
+
+def make_reference(file: str, row: int, steps: Sequence[str]) -> str:
+    """The reference of the clip at `steps` (column, then list indices / struct fields) of `row`."""
+    location = quote(os.path.abspath(file), safe="/")
+    return f"{SCHEME}{location}#{int(row)}/" + "/".join(quote(str(step), safe="") for step in steps)
+
+
+def parse_reference(reference: str) -> tuple[str, int, list[str]]:
+    """(file, 0-based row, steps) of a reference; AudioError for a malformed one."""
+    body = reference[len(SCHEME):] if is_embedded(reference) else ""
+    location, _, cell = body.partition("#")
+    row, _, rest = cell.partition("/")
+    if not location or not row.isdigit() or not rest:
+        raise AudioError(f"{reference}: not an embedded-audio reference (expected {SCHEME}FILE#ROW/COLUMN)")
+    return unquote(location), int(row), [unquote(step) for step in rest.split("/")]
+
+
+def describe(reference: str) -> str:
+    """A reference as errors name it: the file, the row (1-based) and the column (and where inside it)."""
+    try:
+        file, row, steps = parse_reference(reference)
+    except AudioError:
+        return reference
+    where = f"{file} row {row + 1}, column {steps[0]!r}"
+    for step in steps[1:]:
+        where += f" item {int(step) + 1}" if step.isdigit() else f" field {step!r}"
+    return where
 
 
 def cache_dir(kind: str) -> Path:
@@ -35,85 +71,138 @@ def cache_dir(kind: str) -> Path:
     return Path(base) / kind
 
 
-def is_audio_struct(dtype: pl.DataType) -> bool:
-    """Whether `dtype` is HF datasets' Audio storage: a struct with a binary `bytes` field."""
-    if not isinstance(dtype, pl.Struct):
+def is_audio_type(dtype) -> bool:
+    """Whether an Arrow type is HF datasets' Audio storage: a struct with a binary `bytes` field."""
+    import pyarrow as pa
+
+    if not pa.types.is_struct(dtype):
         return False
-    fields = {f.name: f.dtype for f in dtype.fields}
-    return fields.get("bytes") == pl.Binary and set(fields) <= {"bytes", "path", "sampling_rate"}
+    fields = {dtype.field(i).name: dtype.field(i).type for i in range(dtype.num_fields)}
+    binary = fields.get("bytes")
+    return (binary is not None and (pa.types.is_binary(binary) or pa.types.is_large_binary(binary))
+            and set(fields) <= {"bytes", "path", "sampling_rate"})
 
 
-def _has_audio_struct(dtype: pl.DataType) -> bool:
-    if is_audio_struct(dtype):
+def _has_audio(dtype) -> bool:
+    import pyarrow as pa
+
+    if is_audio_type(dtype):
         return True
-    if isinstance(dtype, (pl.List, pl.Array)):
-        return _has_audio_struct(dtype.inner)
-    if isinstance(dtype, pl.Struct):
-        return any(_has_audio_struct(f.dtype) for f in dtype.fields)
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return _has_audio(dtype.value_type)
+    if pa.types.is_struct(dtype):
+        return any(_has_audio(dtype.field(i).type) for i in range(dtype.num_fields))
     return False
 
 
-def _path_dtype(dtype: pl.DataType) -> pl.DataType:
-    if is_audio_struct(dtype):
-        return pl.String
-    if isinstance(dtype, (pl.List, pl.Array)):
-        return pl.List(_path_dtype(dtype.inner))
-    if isinstance(dtype, pl.Struct):
-        return pl.Struct([pl.Field(f.name, _path_dtype(f.dtype)) for f in dtype.fields])
+def audio_columns(schema) -> list[str]:
+    """The columns of an Arrow schema that hold Audio structs at any depth."""
+    return [field.name for field in schema if _has_audio(field.type)]
+
+
+def _path_type(dtype):
+    """The Arrow type with every Audio struct replaced by a string (its path or reference)."""
+    import pyarrow as pa
+
+    if is_audio_type(dtype):
+        return pa.string()
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return pa.list_(_path_type(dtype.value_type))
+    if pa.types.is_struct(dtype):
+        fields = (dtype.field(i) for i in range(dtype.num_fields))
+        return pa.struct([pa.field(field.name, _path_type(field.type)) for field in fields])
     return dtype
 
 
-def _suffix(data: bytes, path: str | None) -> str:
-    suffix = Path(path or "").suffix.lower()
-    if suffix in _KNOWN_SUFFIXES:
-        return suffix
-    for magic, ext in _MAGIC:
-        if data.startswith(magic):
-            return ext
-    return ".audio"  # soundfile sniffs the container from the content
+def _light(array):
+    """`array` with every Audio struct's bytes replaced by their length (no byte is read or copied)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    dtype = array.type
+    if is_audio_type(dtype):
+        fields = dict(zip((dtype.field(i).name for i in range(dtype.num_fields)), array.flatten()))
+        path = fields.get("path", pa.nulls(len(array), pa.string()))
+        return pa.StructArray.from_arrays([pc.binary_length(fields["bytes"]), path], names=["n", "path"],
+                                          mask=array.is_null())
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        if not _has_audio(dtype.value_type):
+            return array
+        kind = pa.ListArray if pa.types.is_list(dtype) else pa.LargeListArray
+        return kind.from_arrays(array.offsets, _light(array.values), mask=array.is_null())
+    if pa.types.is_struct(dtype) and _has_audio(dtype):
+        names = [dtype.field(i).name for i in range(dtype.num_fields)]
+        return pa.StructArray.from_arrays([_light(child) for child in array.flatten()], names=names,
+                                          mask=array.is_null())
+    return array
 
 
-def write_embedded(data: bytes, path: str | None, folder: Path) -> str:
-    """The cache file holding `data` (written once, atomically; named by its SHA-256)."""
-    target = folder / (hashlib.sha256(data).hexdigest() + _suffix(data, path))
-    if not target.is_file() or target.stat().st_size != len(data):
-        folder.mkdir(parents=True, exist_ok=True)
-        with atomic_path(target) as temp:
-            Path(temp).write_bytes(data)
-    return str(target)
+def _references(value: Any, dtype, file: str, row: int, steps: tuple[str, ...]) -> Any:
+    import pyarrow as pa
 
-
-def _to_paths(value: Any, dtype: pl.DataType, folder: Path) -> Any:
     if value is None:
         return None
-    if is_audio_struct(dtype):
-        data, path = value.get("bytes"), value.get("path")
-        if data:
-            return write_embedded(bytes(data), path, folder)
-        return path or None
-    if isinstance(dtype, (pl.List, pl.Array)):
-        return [_to_paths(v, dtype.inner, folder) for v in value]
-    if isinstance(dtype, pl.Struct):
-        return {f.name: _to_paths(value.get(f.name), f.dtype, folder) for f in dtype.fields}
+    if is_audio_type(dtype):
+        if value["n"]:
+            return make_reference(file, row, steps)
+        return value["path"] or None
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return [_references(v, dtype.value_type, file, row, (*steps, str(i))) for i, v in enumerate(value)]
+    if pa.types.is_struct(dtype):
+        return {f.name: _references(value.get(f.name), f.type, file, row, (*steps, f.name)) for f in dtype}
     return value
 
 
-def embedded_audio_to_paths(frame: pl.LazyFrame, source: str, folder: Path | None = None) -> pl.LazyFrame:
-    """`frame` with every embedded-audio struct (at any depth) replaced by its cache file's path."""
-    schema = frame.collect_schema()
-    columns = [name for name, dtype in schema.items() if _has_audio_struct(dtype)]
-    if not columns:
+def _column_references(chunks, name: str, file: str, first_row: int):
+    """Arrow arrays of one column's chunks (rows first_row... of `file`) with references for clips."""
+    import pyarrow as pa
+
+    out, row = [], first_row
+    for chunk in chunks:
+        values = _light(chunk).to_pylist()
+        out.append(pa.array([_references(v, chunk.type, file, row + k, (name,)) for k, v in enumerate(values)],
+                            type=_path_type(chunk.type)))
+        row += len(chunk)
+    return out
+
+
+def arrow_references(table, file: str):
+    """An Arrow table read from `file` (row k = the file's row k) with every embedded clip replaced
+    by its reference and every bytes-less struct by its path."""
+    import pyarrow as pa
+
+    for name in audio_columns(table.schema):
+        index = table.schema.get_field_index(name)
+        chunks = _column_references(table.column(index).chunks, name, file, 0)
+        column = pa.chunked_array(chunks, type=_path_type(table.schema.field(index).type))
+        table = table.set_column(index, pa.field(name, column.type), column)
+    return table
+
+
+def parquet_references(parquet, file: str, frame: pl.LazyFrame) -> pl.LazyFrame:
+    """`frame` (a scan of the Parquet file `file`, opened as `parquet`) with its Audio columns
+    replaced by references and paths, found by reading those columns a batch of rows at a time."""
+    import pyarrow as pa
+
+    names = audio_columns(parquet.schema_arrow)
+    if not names:
         return frame
-    folder = folder or cache_dir("embedded-audio")
+    chunks: dict[str, list] = {name: [] for name in names}
+    row = 0
+    for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=names):
+        for name in names:
+            chunks[name] += _column_references([batch.column(name)], name, file, row)
+        row += batch.num_rows
+    series = []
+    for name in names:
+        dtype = _path_type(parquet.schema_arrow.field(name).type)
+        series.append(pl.from_arrow(pa.chunked_array(chunks[name], type=dtype)).alias(name))
+    return frame.with_columns(series)
 
-    def convert(series: pl.Series) -> pl.Series:
-        out_dtype = _path_dtype(series.dtype)
-        try:
-            values = [_to_paths(v, series.dtype, folder) for v in series.to_list()]
-        except OSError as exc:
-            raise ManifestError(f"{source}: cannot write embedded audio of column {series.name!r} to {folder} "
-                                f"({exc.strerror or exc}); set ${CACHE_ENV} to a writable folder") from None
-        return pl.Series(series.name, values, dtype=out_dtype)
 
-    return frame.with_columns(pl.col(name).map_batches(convert, return_dtype=_path_dtype(schema[name]))
-                              for name in columns)
+def parquet_has_audio(path: str) -> bool:
+    """Whether a Parquet file holds Audio structs (a reader turns them into references; a scan of
+    the file itself would see the structs)."""
+    import pyarrow.parquet as pq
+
+    return bool(audio_columns(pq.read_schema(path)))

@@ -1,5 +1,8 @@
 """Read manifests with polars' native readers: sdscore Parquet, JSONL and JSON arrays, and CSV/TSV.
 
+Audio embedded in Arrow and Parquet files (HF Audio structs) becomes references to its cells
+(sdscore.corpus.embedded_audio): no clip is copied out of the file.
+
 Known columns are read leniently (numbers as text, turn fields as text) so that a bad value is a
 row-numbered validation problem rather than a parse failure of the whole file. SDiaReward and HCoT
 rows found in these files are handed to their converters.
@@ -15,6 +18,7 @@ from typing import Any
 import polars as pl
 
 from sdscore.corpus import sdiareward_format
+from sdscore.corpus.embedded_audio import arrow_references, parquet_references
 from sdscore.corpus.hcot_format import dataset_name, is_hcot_row, read_hcot_rows
 from sdscore.corpus.raw_table import PARSE_ERROR, RawTable, data_row_labels
 from sdscore.corpus.row_locations import jsonl_row_locator
@@ -57,7 +61,7 @@ def read_parquet(path: str, source: str, base_dir: str) -> RawTable:
         raise ManifestError(f"{source}: not a readable Parquet file ({error})") from error
     if is_sdiareward_arrow_schema(parquet.schema_arrow):
         return read_sdiareward_parquet(path, source, base_dir)
-    return RawTable(pl.scan_parquet(path), source, base_dir)
+    return RawTable(parquet_references(parquet, path, pl.scan_parquet(path)), source, base_dir)
 
 
 def read_jsonl(path: str, source: str, base_dir: str) -> RawTable:
@@ -214,20 +218,20 @@ def read_arrow(path: str, source: str, base_dir: str) -> RawTable:
         if converted is None:
             return read_sdiareward_batches(table.to_batches(), source, base_dir)
         return RawTable(converted, source, base_dir, data_row_labels, "reward", "SDiaReward")
-    return RawTable(pl.from_arrow(table).lazy(), source, base_dir, data_row_labels)
+    return RawTable(pl.from_arrow(arrow_references(table, path)).lazy(), source, base_dir, data_row_labels)
 
 
 def arrow_batches(path: str, source: str) -> tuple[Any, Iterator[Any]]:
     """The schema and record batches of an Arrow IPC stream (HF's layout) or IPC file."""
     import pyarrow as pa
 
-    try:
-        stream = pa.ipc.open_stream(path)
+    try:  # memory-mapped: the batches are views of the file (embedded audio is not read into memory)
+        stream = pa.ipc.open_stream(pa.memory_map(path))
         return stream.schema, iter(stream)
     except pa.ArrowInvalid:
         pass
     try:
-        file = pa.ipc.open_file(path)
+        file = pa.ipc.open_file(pa.memory_map(path))
     except pa.ArrowInvalid as error:
         raise ManifestError(f"{source}: not a readable Arrow file ({error})") from error
     return file.schema, (file.get_batch(i) for i in range(file.num_record_batches))

@@ -24,7 +24,6 @@ import pyarrow as pa
 
 from sdscore import storage
 from sdscore.corpus.audio_paths import resolve_audio_paths
-from sdscore.corpus.embedded_audio import embedded_audio_to_paths
 from sdscore.corpus.hf_dataset_format import read_dataset_folder, split_files
 from sdscore.corpus.kaldi_format import WAV_SCP, is_kaldi_dir, read_kaldi_dir
 from sdscore.corpus.lhotse_format import FORMAT_NAME as LHOTSE_FORMAT
@@ -105,8 +104,8 @@ def load_table(path: str | os.PathLike, *, lhotse_group_by: str | None = None) -
 
     path: a local path, a file:// URI, or an object or folder on a store (s3://, gs://: read from a
     cached local copy, see remote_manifest; the table's source stays the URI and its base_dir the
-    URI's prefix). Embedded audio (HF datasets' Audio structs) becomes paths of cached files
-    (embedded_audio).
+    URI's prefix). Embedded audio (HF datasets' Audio structs) becomes references to the clips'
+    cells, read from the file when the audio is loaded (embedded_audio).
     lhotse_group_by: how a Lhotse manifest's turns become instances (lhotse_format; None: by speaker);
     given for a manifest that is not a Lhotse CutSet or SupervisionSet, ManifestError (an option that
     would change nothing)."""
@@ -121,7 +120,7 @@ def load_table(path: str | os.PathLike, *, lhotse_group_by: str | None = None) -
     if lhotse_group_by is not None and table.format_name != LHOTSE_FORMAT:
         raise ManifestError(f"{table.source}: lhotse_group_by (--lhotse-group-by) groups the turns of a Lhotse CutSet "
                             f"or SupervisionSet, and this manifest is not one; leave it out")
-    return dataclasses.replace(table, frame=embedded_audio_to_paths(table.frame, table.source))
+    return table
 
 
 def _load_remote_table(uri: str, lhotse_group_by: str | None = None) -> RawTable:

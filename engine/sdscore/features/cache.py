@@ -30,6 +30,7 @@ import numpy as np
 
 from sdscore import storage
 from sdscore.atomic_write import atomic_path
+from sdscore.errors import AudioError
 
 _CHUNK = 1 << 20  # hash files in 1 MiB reads
 _DIGEST_SIZE = 16  # blake2b-128: 32 hex characters
@@ -56,9 +57,17 @@ def file_digest(path: str | os.PathLike) -> str:
     """The digest a file's cache entries are keyed by: the hash of its bytes (hash_file) for a local
     path or file:// URI; for an object on a store (s3://, gs://) "o" + a digest of its URI, ETag and
     size (or mtime when the store gives no ETag) from one HEAD request, so a miss downloads the
-    object once (to decode it), not twice. The same bytes under two URIs are two entries. OSError
+    object once (to decode it), not twice. The same bytes under two URIs are two entries. A clip
+    embedded in a dataset file (`embedded://` reference) is keyed by its bytes, as a file. OSError
     (sdscore.storage.StorageError for objects) when it cannot be read."""
+    from sdscore.audio.embedded_clips import embedded_digest, is_embedded
+
     text = os.fspath(path)
+    if is_embedded(text):  # the clip's bytes: the same entries as a file holding them
+        try:
+            return embedded_digest(text, _DIGEST_SIZE)
+        except AudioError as error:
+            raise OSError(errno.ENOENT, str(error)) from None
     if storage.is_remote(text):
         token = storage.stat(text).token()
         return "o" + hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=_DIGEST_SIZE).hexdigest()

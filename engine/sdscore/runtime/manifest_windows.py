@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from sdscore.corpus.audio_paths import resolve_audio_paths
-from sdscore.corpus.embedded_audio import embedded_audio_to_paths
+from sdscore.corpus.embedded_audio import parquet_has_audio
 from sdscore.corpus.read import choose_spec, load_table, with_ids
 from sdscore.corpus.schemas import ManifestSpec
 from sdscore.corpus.validate import manifest_first_rows, validate_manifest
@@ -49,7 +49,8 @@ class ManifestWindows:
         self.local_path = table.local_path or self.path  # a URI's cached copy (fingerprinted for resume)
         frame = with_ids(table.frame, columns, self.spec)
         local = self.local_path
-        if Path(local).suffix.lower() in _PARQUET and table.format_name == "sdscore" and os.path.isfile(local):
+        if (Path(local).suffix.lower() in _PARQUET and table.format_name == "sdscore" and os.path.isfile(local)
+                and not parquet_has_audio(local)):  # embedded audio: staged as references to its cells
             self.scan_path = local
         else:
             self.scan_path = os.path.join(os.fspath(staging_dir), "manifest.parquet")
@@ -60,8 +61,7 @@ class ManifestWindows:
         scan = pl.scan_parquet(self.scan_path)
         # file-level problems (a missing required column, a column of the wrong kind) stop the run
         # here, before any model loads; row problems become the rows' errors, window by window
-        validate_manifest(embedded_audio_to_paths(scan.head(0), self.source).collect(), self.spec, self.source,
-                          errors="collect")
+        validate_manifest(scan.head(0).collect(), self.spec, self.source, errors="collect")
         try:
             keys = self._keys(scan)
         except pl.exceptions.PolarsError as error:  # e.g. a corrupt data page under good metadata
@@ -100,7 +100,6 @@ class WindowReader:
         except pl.exceptions.PolarsError as error:  # a corrupt data page: its rows cannot be told apart
             raise ManifestError(f"{self.source}: could not read rows {start + 1}-{stop} of the manifest "
                                 f"({error})") from error
-        raw = embedded_audio_to_paths(raw.lazy(), self.source).collect()  # HF Audio structs → cached files
         frame = validate_manifest(raw, self.spec, self.source, errors="collect", row_offset=start,
                                   first_rows=first_rows)
         frame = resolve_audio_paths(frame, self.spec, self.base_dir)
