@@ -92,18 +92,26 @@ void run_bank(const FilterBank& bank, const float* x, size_t n, uint64_t first, 
   };
   run_rows(fast_begin, col_begin);
   run_rows(col_end, fast_end);
-  std::vector<float, CacheLineAllocator<float>> window(taps);
-  auto edge_output = [&](size_t k) {
-    const uint64_t t = k * down + first;
-    const int64_t start = static_cast<int64_t>(t / up) - static_cast<int64_t>(lead);
-    for (uint64_t j = 0; j < taps; ++j) {
-      const int64_t i = start + static_cast<int64_t>(j);
-      window[j] = (i >= 0 && static_cast<uint64_t>(i) < n) ? x[i] : 0.0f;
+  // The outputs at each edge, [a, b): the row loops in one run over a copy of the samples they
+  // read, zeros outside x (one gathered window per output cost ~40 us a call at 8 -> 16 kHz,
+  // 0.3 s of 8-kHz audio's worth of the fast loop).
+  std::vector<float> padded;
+  auto run_edge = [&](size_t a, size_t b) {
+    if (b <= a) return;
+    const uint64_t ta = a * down + first, tb = (b - 1) * down + first;
+    const int64_t lo = static_cast<int64_t>(ta / up) - static_cast<int64_t>(lead);
+    const int64_t hi = static_cast<int64_t>(tb / up) - static_cast<int64_t>(lead) +
+                       static_cast<int64_t>(taps);
+    padded.assign(static_cast<size_t>(hi - lo), 0.0f);
+    const int64_t from = std::max<int64_t>(lo, 0);
+    const int64_t to = std::min<int64_t>(hi, static_cast<int64_t>(n));
+    if (to > from) {
+      std::memcpy(padded.data() + (from - lo), x + from, static_cast<size_t>(to - from) * 4);
     }
-    kernels.run(bank, static_cast<uint32_t>(t % up), window.data(), 1, out + k);
+    kernels.run(bank, static_cast<uint32_t>(ta % up), padded.data(), b - a, out + a);
   };
-  for (size_t k = 0; k < fast_begin; ++k) edge_output(k);
-  for (size_t k = fast_end; k < nout; ++k) edge_output(k);
+  run_edge(0, fast_begin);
+  run_edge(fast_end, nout);
 }
 
 // Whether halving sr_in first (a short pre-decimation filter that keeps [0, keep_hz]) and
