@@ -40,8 +40,9 @@ def tiny_corpus(tiny_corpus_build):
 def arena_few_bootstraps(monkeypatch):
     """`eval arena` draws its Bradley–Terry CIs from 20 bootstrap resamples instead of 1000 for this test:
     a test of messages, exit codes or file handling does not depend on their number, which sets most of
-    an arena eval's cost (tests/test_metrics_ratings.py checks the bootstrap itself; the other `eval arena`
-    tests keep the default 1000)."""
+    an arena eval's cost, and on a busy machine can take minutes (tests/test_metrics_ratings.py checks the
+    bootstrap itself; test_arena_lalm_judge.py's score-then-eval keeps the default 1000 through the CLI).
+    A resample count given explicitly (the demo's 200) is kept."""
     from sdscore.protocols.arena import evaluate as evaluation
 
     real = evaluation.evaluate_arena

@@ -88,7 +88,7 @@ def test_ratings_are_per_judge_never_pooled_silently():
         evaluate_arena(battles, n_boot=20, l2=1.0, judge="claude")
 
 
-def test_eval_arena_cli_judge_options(tmp_path):
+def test_eval_arena_cli_judge_options(tmp_path, arena_few_bootstraps):
     import numpy as np
     from sdscore.cli import main
     from sdscore.synth.battles import build_battles

@@ -54,7 +54,7 @@ def test_score_judge_keeps_rows_and_flags_a_missing_file(corpus, tmp_path):
     assert "rule" in json.loads((tmp_path / "j.json").read_text())["judges"]
 
 
-def test_eval_arena_and_usage_errors(corpus, tmp_path, capsys):
+def test_eval_arena_and_usage_errors(corpus, tmp_path, capsys, arena_few_bootstraps):
     assert main(["eval", "arena", str(corpus / "battles.parquet"), "--out", str(tmp_path / "a.json")]) == 0
     assert json.loads((tmp_path / "a.json").read_text())["n_battles"] > 0
     code = main(["eval", "arena", str(corpus / "battles.parquet"), str(corpus / "battles.parquet"),
