@@ -4,6 +4,15 @@ Peers, on the same files in the same run: a plain soundfile.read + soxr.resample
 same on a thread pool of as many threads as load_many uses, and librosa.load(sr=16000). All are
 timed in interleaved rounds (common.interleaved_rounds): each row is the median of its per-round
 ratios, so the VM's drift between runs falls on both sides.
+
+Then the resampler alone, per core, at every ratio the loaders meet (telephone-band and other
+upsampling included): sdscore._core.resample vs soxr.resample(quality="HQ") (the same band
+edges: flat to 0.913, stopband from 1.0 of the lower Nyquist), one call per clip on the same
+speech-like clips, one thread each (neither spawns any). These rows time CPU seconds of the
+calling thread (time.thread_time), not wall time: both sides run on that one thread, so this is
+the cost per core, and a co-tenant that preempts the thread does not land in one side's rounds.
+Each timed call repeats the clip list until ours takes ~30 ms; rounds interleave ours and soxr.
+`--resample-only` runs just these rows.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,9 +30,16 @@ import soxr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import sdscore.audio  # noqa: E402
-from common import Row, interleaved_rounds, parser, rate_row, report  # noqa: E402
+from common import MIN_ROUNDS, Row, interleaved_rounds, parser, rate_row, report  # noqa: E402
+from sdscore import _core  # noqa: E402
 
 TARGET = 16000
+#: (from, to) Hz of the per-core resampler rows: upsampling first (telephone band, 11.025/22.05 kHz
+#: to 24 kHz, 16 kHz to 24/48 kHz), then the downsampling ratios of the loading rows
+RESAMPLE_PAIRS = [(8000, 16000), (8000, 24000), (11025, 24000), (22050, 24000), (16000, 24000), (16000, 48000),
+                  (11025, 16000), (22050, 16000), (44100, 16000), (48000, 16000)]
+RESAMPLE_ROUNDS = 9
+RESAMPLE_CALL_SECONDS = 0.03  # CPU seconds of ours per timed call (the clip list repeated)
 
 
 def speechlike(seconds: float, rate: int, rng: np.random.Generator) -> np.ndarray:
@@ -51,12 +68,70 @@ def soundfile_soxr(path: str) -> np.ndarray:
     return soxr.resample(x, rate, TARGET, quality="HQ")
 
 
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), or the platform's processor string elsewhere."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "unknown CPU"
+
+
+def machine_line() -> str:
+    """CPU model, the resampler's SIMD kernels and the load average when the rows were measured."""
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
+    return f"{cpu_model()}, {os.cpu_count()} CPUs, resampler kernels {_core.simd_isa()}, load average {load}"
+
+
+def thread_seconds(fn) -> float:
+    """CPU seconds the calling thread spent in fn()."""
+    start = time.thread_time()
+    fn()
+    return time.thread_time() - start
+
+
+def resample_rows(clips_per_pair: int, rounds: int, rng: np.random.Generator) -> list[Row]:
+    """Per-core rows: audio seconds resampled per CPU second of one thread, ours vs soxr HQ, per ratio."""
+    rows = []
+    for sr_in, sr_out in RESAMPLE_PAIRS:
+        clips = [speechlike(rng.uniform(3.0, 8.0), sr_in, rng) for _ in range(clips_per_pair)]
+        once = thread_seconds(lambda: [_core.resample(c, sr_in, sr_out) for c in clips])  # also designs the bank
+        repeat = max(1, round(RESAMPLE_CALL_SECONDS / max(once, 1e-6)))
+        batch = clips * repeat
+        runs = {
+            "ours": lambda: [_core.resample(c, sr_in, sr_out) for c in batch],
+            "soxr": lambda: [soxr.resample(c, sr_in, sr_out, quality="HQ") for c in batch],
+        }
+        timed: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(max(rounds, MIN_ROUNDS)):
+            for name, fn in runs.items():
+                timed[name].append(thread_seconds(fn))
+        seconds = repeat * sum(len(c) for c in clips) / sr_in
+        rows.append(rate_row(f"resample vs soxr HQ, 1 thread each, {sr_in}->{sr_out}", "audio s/CPU s", seconds,
+                             timed["ours"], timed["soxr"]))
+    return rows
+
+
 def main() -> None:
-    args = parser(__doc__.splitlines()[0]).parse_args()
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--resample-only", action="store_true", help="only the per-core resampler rows")
+    args = p.parse_args()
     count = 40 if args.quick else 200
     repeats = args.repeats or 3
     threads = os.cpu_count() or 1
     rng = np.random.default_rng(0)
+    print(machine_line())
+    rounds = max(repeats, RESAMPLE_ROUNDS)
+    resampled = resample_rows(10 if args.quick else 40, rounds, rng)
+    if args.resample_only:
+        report(f"resampler per core: {10 if args.quick else 40} clips of 3-8 s per ratio, 1 thread each, "
+               f"median of {rounds} interleaved rounds", resampled, args.json)
+        return
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(threads) as pool:
         for rate in (22050, 44100):
@@ -79,8 +154,9 @@ def main() -> None:
             if "librosa" in timed:
                 rows.append(rate_row(f"load_many vs librosa.load loop, {rate}->16k", "audio s/s", seconds,
                                      timed["ours"], timed["librosa"]))
-    report(f"audio: {count} files per rate, {threads} threads, median of {max(repeats, 3)} interleaved rounds", rows,
-           args.json)
+    rows += resampled
+    report(f"audio: {count} files per rate, {threads} threads, median of {max(repeats, 3)} interleaved rounds; "
+           f"resampler rows per core, {10 if args.quick else 40} clips per ratio, {rounds} rounds", rows, args.json)
 
 
 if __name__ == "__main__":

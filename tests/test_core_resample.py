@@ -446,7 +446,7 @@ def test_blocked_kernels_equal_portable_loop_on_ragged_lengths():
 
 
 # Pairs whose bank has a column copy (up 2..4, down <= 4: the vectorised-across-outputs loop),
-# and lengths around its smallest run (128 periods under AVX-512, 32 under AVX2, plus the
+# and lengths around its smallest run (128 periods under AVX-512, 48 under AVX2, plus the
 # filter's ~156-sample reach), its chunks of 16 x 520 periods and a last chunk that starts early.
 COLUMN_PAIRS = [(8000, 16000), (8000, 24000), (16000, 48000), (16000, 24000), (8000, 32000),
                 (24000, 16000), (12000, 16000), (32000, 24000)]
