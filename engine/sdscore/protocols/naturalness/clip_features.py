@@ -11,8 +11,10 @@ systems' answers is one item).
 Batched and concurrent: silero VAD steps every clip in lockstep, DNSMOS runs its ONNX graphs over
 stacked windows; pocketsphinx and Praat, which hold the GIL one clip at a time, run on `jobs`
 worker processes (sdscore.features.process_extractor) while the main thread runs the ONNX
-models. With `cache_dir`, a clip's features are stored under the digest of its bytes and of the
-settings (sdscore.features.cache), so a rerun or another system sharing the questions reads them.
+models. With `cache_dir`, a clip's features are stored under the digest of its bytes (an object on
+a store: of its URI, ETag and size; sdscore.features.cache.file_digest) and of the settings, so a
+rerun or another system sharing the questions reads them. Clips may be local paths, s3:// / gs://
+objects or clips embedded in a HF dataset (embedded://), read through the shared audio loaders.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from sdscore import __version__
 from sdscore.audio import AudioBatch, load_many
 from sdscore.audio.checks import over_cap
 from sdscore.errors import AudioError
-from sdscore.features.cache import ContentCache, cache_key, hash_file, hash_settings
+from sdscore.features.cache import ContentCache, cache_key, file_digest, hash_settings
 from sdscore.features.extract import (
     extract,
     extract_concurrently,
@@ -94,7 +96,7 @@ class ClipFeatures:
         for item in dict.fromkeys(items):
             path, offset = (item, None) if isinstance(item, str) else item
             try:
-                key = cache_key(hash_file(path), digest if offset is None else hash_settings([digest, offset]))
+                key = cache_key(file_digest(path), digest if offset is None else hash_settings([digest, offset]))
             except OSError as error:
                 out[item] = {"error": f"{path}: cannot read: {error.strerror or error}"}
                 continue
