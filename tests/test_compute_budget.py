@@ -121,11 +121,16 @@ def test_library_threads_are_the_library_default_with_the_whole_machine(machine)
 
 def test_become_worker_sets_the_share_for_the_worker_and_its_children(machine, monkeypatch):
     machine(8)
-    for name in compute_budget.THREAD_ENVS:
-        monkeypatch.delenv(name, raising=False)
-    compute_budget.become_worker(3)  # monkeypatch restores the environment afterwards
-    assert (cores(), in_pool()) == (3, True)
-    assert {name: os.environ[name] for name in compute_budget.THREAD_ENVS} == dict.fromkeys(compute_budget.THREAD_ENVS, "3")
+    for name in (*compute_budget.THREAD_ENVS, compute_budget.CORES_ENV, compute_budget.POOL_MEMBER_ENV):
+        monkeypatch.delenv(name, raising=False)  # monkeypatch restores every variable become_worker sets
+    torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
+    try:
+        compute_budget.become_worker(3)
+        assert (cores(), in_pool()) == (3, True)
+        assert {name: os.environ[name] for name in compute_budget.THREAD_ENVS} == dict.fromkeys(compute_budget.THREAD_ENVS, "3")
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_torch_threads_are_capped_for_a_block_and_given_back():
@@ -474,3 +479,4 @@ def test_a_users_own_wait_policy_is_kept():
     if "OMP_WAIT_POLICY" not in done.stderr:
         pytest.skip("torch's OpenMP runtime does not print its settings (not libgomp)")
     assert "OMP_WAIT_POLICY = 'ACTIVE'" in done.stderr and "GOMP_SPINCOUNT = '0'" not in done.stderr
+

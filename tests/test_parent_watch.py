@@ -36,7 +36,10 @@ def _alive(pid: int) -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_extractor_workers_exit_when_their_parent_is_killed():
     pytest.importorskip("pocketsphinx")
-    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    # the parent is no pool's worker, whatever this process's environment says (a pool member's
+    # ProcessExtractor runs in-process: it would start one worker, not the two this test waits for)
+    env = {k: v for k, v in os.environ.items() if k not in ("SDSCORE_CORES", "SDSCORE_POOL_MEMBER")}
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True, env=env)
     try:
         workers = [int(p) for p in parent.stdout.readline().split()]
         assert len(workers) == 2 and all(_alive(p) for p in workers)
