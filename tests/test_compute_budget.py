@@ -122,7 +122,8 @@ def test_library_threads_are_the_library_default_with_the_whole_machine(machine)
 def test_become_worker_sets_the_share_for_the_worker_and_its_children(machine, monkeypatch):
     machine(8)
     for name in (*compute_budget.THREAD_ENVS, compute_budget.CORES_ENV, compute_budget.POOL_MEMBER_ENV):
-        monkeypatch.delenv(name, raising=False)  # monkeypatch restores every variable become_worker sets
+        monkeypatch.setenv(name, "")  # registers the variable, so monkeypatch restores it (or its absence)
+        monkeypatch.delenv(name)      # afterwards: become_worker sets every one of them
     torch = pytest.importorskip("torch")
     threads = torch.get_num_threads()
     try:
