@@ -28,8 +28,8 @@ from sdscore.manifests import read_manifest
 SEED = int(os.environ.get("SDSCORE_FUZZ_SEED", "20261124"))
 SCALE = max(1, int(os.environ.get("SDSCORE_FUZZ_SCALE", "1")))
 #: cases per test (times SCALE); a judge case computes blueprints (~2 s), the others take a fraction of a second
-CASES = {"score-reward": 64, "score-consistency": 64, "score-judge": 12, "eval-reward": 96, "eval-consistency": 96,
-         "eval-judge": 96, "eval-arena": 32, "outputs": 96}
+CASES = {"score-reward": 48, "score-consistency": 48, "score-judge": 12, "eval-reward": 48, "eval-consistency": 48,
+         "eval-judge": 48, "eval-arena": 24, "outputs": 64}
 
 #: protocol → (corpus manifest, id column, fast offline options, the fields whose audio is scored)
 SCORE = {
