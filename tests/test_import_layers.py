@@ -128,7 +128,7 @@ def test_the_checks_see_a_circle_and_an_upward_arrow(tmp_path):
 #: the rest of synth renders audio and tables below the protocols). runtime.compute_budget and its
 #: cgroup reader import only errors: every pool at every layer takes its share from them.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "atomic_write", "output_paths", "progress", "ragged", "lazy_exports", "parent_watch",
+    ("errors", "audio_limits", "embedded_refs", "atomic_write", "output_paths", "progress", "ragged", "lazy_exports", "parent_watch",
      "checkpoint_files", "_native", "storage", "runtime.compute_budget", "runtime.cgroup_quota"),
     ("corpus",),
     ("audio",),

@@ -7,16 +7,14 @@ import os
 import numpy as np
 
 from sdscore import storage
+from sdscore.audio_limits import DEFAULT_MAX_AUDIO_SECONDS, MAX_AUDIO_SECONDS_HELP  # noqa: F401
 from sdscore.errors import AudioError
 
 MAX_SAMPLE_RATE = 1_000_000
 MAX_SECONDS_ENV = "SDSCORE_MAX_AUDIO_SECONDS"
-#: The protocols' Scorers refuse (per row) audio files longer than this unless told otherwise
-#: (--max-audio-seconds; 0 = no cap): a stray 2-hour recording must not take minutes and GBs.
-DEFAULT_MAX_AUDIO_SECONDS = 600.0
-#: --max-audio-seconds help, shared by every `sdscore score` protocol
-MAX_AUDIO_SECONDS_HELP = (f"refuse (per row) audio files longer than this many seconds (default "
-                          f"{DEFAULT_MAX_AUDIO_SECONDS:g}; 0 = no cap)")
+#: The protocols' Scorers refuse (per row) audio files longer than DEFAULT_MAX_AUDIO_SECONDS unless
+#: told otherwise (--max-audio-seconds; 0 = no cap): a stray 2-hour recording must not take minutes
+#: and GBs. Declared in sdscore.audio_limits, which the settings import without the audio stack.
 
 
 def check_target_rate(sample_rate: int) -> int:

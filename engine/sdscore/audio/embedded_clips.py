@@ -22,10 +22,9 @@ import hashlib
 import io
 import os
 import threading
-from collections.abc import Sequence
 import numpy as np
 
-from sdscore.corpus.embedded_audio import SCHEME, describe, is_embedded, make_reference, parse_reference
+from sdscore.embedded_refs import SCHEME, describe, is_embedded, make_reference, parse_reference
 from sdscore.errors import AudioError
 
 __all__ = ["SCHEME", "describe", "embedded_digest", "is_embedded", "make_reference", "open_embedded",

@@ -16,53 +16,15 @@ file (its offsets), and a Parquet file's audio columns one batch at a time.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
 
 import polars as pl
 
-from sdscore.errors import AudioError
+from sdscore.embedded_refs import SCHEME, describe, is_embedded, make_reference, parse_reference  # noqa: F401
 
 CACHE_ENV = "SDSCORE_CACHE_DIR"
 _BATCH_ROWS = 256  # Parquet rows whose audio columns are read at once to find the embedded clips
-
-
-SCHEME = "embedded://"
-
-
-def is_embedded(path) -> bool:
-    """Whether a path is an embedded-clip reference (`embedded://...`)."""
-    return isinstance(path, str) and path.startswith(SCHEME)
-
-
-def make_reference(file: str, row: int, steps: Sequence[str]) -> str:
-    """The reference of the clip at `steps` (column, then list indices / struct fields) of `row`."""
-    location = quote(os.path.abspath(file), safe="/")
-    return f"{SCHEME}{location}#{int(row)}/" + "/".join(quote(str(step), safe="") for step in steps)
-
-
-def parse_reference(reference: str) -> tuple[str, int, list[str]]:
-    """(file, 0-based row, steps) of a reference; AudioError for a malformed one."""
-    body = reference[len(SCHEME):] if is_embedded(reference) else ""
-    location, _, cell = body.partition("#")
-    row, _, rest = cell.partition("/")
-    if not location or not row.isdigit() or not rest:
-        raise AudioError(f"{reference}: not an embedded-audio reference (expected {SCHEME}FILE#ROW/COLUMN)")
-    return unquote(location), int(row), [unquote(step) for step in rest.split("/")]
-
-
-def describe(reference: str) -> str:
-    """A reference as errors name it: the file, the row (1-based) and the column (and where inside it)."""
-    try:
-        file, row, steps = parse_reference(reference)
-    except AudioError:
-        return reference
-    where = f"{file} row {row + 1}, column {steps[0]!r}"
-    for step in steps[1:]:
-        where += f" item {int(step) + 1}" if step.isdigit() else f" field {step!r}"
-    return where
 
 
 def cache_dir(kind: str) -> Path:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sdscore.audio.checks import DEFAULT_MAX_AUDIO_SECONDS, MAX_AUDIO_SECONDS_HELP
+from sdscore.audio_limits import DEFAULT_MAX_AUDIO_SECONDS, MAX_AUDIO_SECONDS_HELP
 from sdscore.llm_judges.audio_request import DEFAULT_MAX_REQUEST_BYTES
 from sdscore.llm_judges.settings import AudioJudgeConfig
 from sdscore.protocols.reward.choices import BACKENDS, ORDERS
