@@ -133,7 +133,8 @@ def _demo_folder_report(corpus: Path, out: Path) -> Path:
                "naturalness": (["naturalness.parquet", "naturalness.parquet"], "nat.json"),
                "arena": ([str(corpus / "battles.parquet")], "arena.json")}
     for protocol, (results, metrics) in ((name, stage.REPORT_INPUTS) for name, stage in demo_stages().items()):
-        for source, target in zip([*sources[protocol][0], sources[protocol][1]], [*results, metrics]):
+        # the results files this test has (naturalness's demo also writes stance results: none here)
+        for source, target in [*zip(sources[protocol][0], results), (sources[protocol][1], metrics)]:
             (demo / target).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(out / source, demo / target)
     stages = [{"protocol": p, "title": f"{p} stage", "headline": {}} for p in demo_stages()]

@@ -101,9 +101,11 @@ def write_demo_report(out: str | os.PathLike, stages: list[dict] | None = None, 
     for i, stage in enumerate(stages):
         progress("report", i, len(stages))
         results, metrics = modules[stage["protocol"]].REPORT_INPUTS
+        # a stage's optional results (naturalness's stance files) may be absent: the rest still shows
+        present = [out / r for r in results if (out / r).exists()] or [out / r for r in results]
         try:
             sections.append(protocol_section(stage["protocol"], read_metrics(out / metrics),
-                                             [out / r for r in results], metrics_path=out / metrics,
+                                             present, metrics_path=out / metrics,
                                              title=f"{stage['protocol']}: {stage['title']}", embedder=embedder))
         except (SdscoreError, ValueError, KeyError, OSError) as exc:  # the other stages' sections still render
             notes.append(f"no {stage['protocol']} section: {type(exc).__name__}: {exc}")
