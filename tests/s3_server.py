@@ -84,3 +84,20 @@ class LocalS3:
             self._server.stop()
         finally:
             settings.INITIAL_NO_AUTH_ACTION_COUNT = float("inf")
+
+
+def running_s3():
+    """A module fixture's body: a LocalS3 that is always stopped (`yield from running_s3()`)."""
+    server = LocalS3()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def use_s3(server: LocalS3, monkeypatch) -> None:
+    """Point sdscore at `server` for one test: its AWS_* variables, and none that would override them."""
+    for name in ("AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in server.env().items():
+        monkeypatch.setenv(name, value)

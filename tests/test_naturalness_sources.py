@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 import soundfile as sf
-from s3_server import LocalS3
+from s3_server import running_s3, use_s3
 
 from sdscore.errors import AudioError
 from sdscore.features.cache import ContentCache, cache_key, file_digest, hash_file, hash_settings
@@ -26,19 +26,12 @@ datasets = pytest.importorskip("datasets")
 
 @pytest.fixture(scope="module")
 def s3():
-    server = LocalS3()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from running_s3()
 
 
 @pytest.fixture(autouse=True)
 def s3_env(s3, monkeypatch):
-    for name in ("AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in s3.env().items():
-        monkeypatch.setenv(name, value)
+    use_s3(s3, monkeypatch)
 
 
 @pytest.fixture

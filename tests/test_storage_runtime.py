@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 import pytest
 import soundfile as sf
-from s3_server import LocalS3
+from s3_server import running_s3, use_s3
 
 import sdscore.protocols.reward.scorer as reward_scoring
 from sdscore.cli import main
@@ -36,19 +36,12 @@ SCORES = ["pair_id", "chosen_reward", "rejected_reward", "error"]
 
 @pytest.fixture(scope="module")
 def s3():
-    server = LocalS3()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from running_s3()
 
 
 @pytest.fixture(autouse=True)
 def s3_env(s3, monkeypatch, tmp_path):
-    for name in ("AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in s3.env().items():
-        monkeypatch.setenv(name, value)
+    use_s3(s3, monkeypatch)
     monkeypatch.setenv("SDSCORE_CACHE_DIR", str(tmp_path / "cache"))
 
 
