@@ -175,6 +175,14 @@ def base_url_from_env() -> str | None:
     return next((os.environ[v] for v in BASE_URL_ENV if os.environ.get(v)), None)
 
 
+def configured_client(config, *, json_mode: bool = True) -> ChatClient:
+    """judge_client for a JudgeConfig (llm_judges/settings.py): every `--judge openai` Scorer builds its
+    client from its settings this way, so a new shared judge setting reaches all of them."""
+    return judge_client(config.model, config.base_url, concurrency=config.concurrency, cache_dir=config.cache_dir,
+                        timeout_s=config.timeout_s, prices=config.prices, json_mode=json_mode,
+                        temperature=config.temperature)
+
+
 def judge_client(model: str | None, base_url: str | None = None, *, concurrency: int = 8,
                  cache_dir: str | os.PathLike | None = None, timeout_s: float | None = None,
                  prices: Mapping[str, Price] | None = None, json_mode: bool = True,

@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from sdscore.errors import SdscoreError
-from sdscore.llm_judges.client import judge_client
+from sdscore.llm_judges.client import configured_client
 from sdscore.llm_judges.pair_preference import FIRST, SECOND, parse_preference
 from sdscore.llm_judges.reply_error import ReplyError
 from sdscore.llm_judges.scoring_jobs import judge_job
@@ -72,9 +72,7 @@ class ArenaAudioJudgeScorer:
         self.model, self.orders, self.allow_ties, self.seed = s.model, s.orders, s.allow_ties, s.seed
         self.audio_rate, self.max_request_bytes = s.audio_rate, s.max_request_bytes
         self.max_audio_seconds = s.max_audio_seconds or None
-        self.client = judge_client(s.model, s.base_url, concurrency=s.concurrency, cache_dir=s.cache_dir,
-                                   timeout_s=s.timeout_s, prices=s.prices, json_mode=False,
-                                   temperature=s.temperature)
+        self.client = configured_client(s, json_mode=False)
 
     def _orders_of(self, battle_id: str) -> list[str]:
         if self.orders == "both":

@@ -25,7 +25,7 @@ import torch
 from sdscore import kernels
 from sdscore.corpus import CONSISTENCY_INSTANCES
 from sdscore.features.speaker import SpeakerEmbedder
-from sdscore.llm_judges.client import judge_client
+from sdscore.llm_judges.client import configured_client
 from sdscore.llm_judges.scoring_jobs import judge_job
 from sdscore.progress import Progress
 from sdscore.protocols.consistency.choices import EMBEDDER_THRESHOLDS, METHODS
@@ -260,9 +260,7 @@ class LalmConsistencyScorer:
     def __init__(self, *args: Any, **settings: Any):
         """Positional settings fill model, base_url; see LalmConsistencySettings (checked: SettingsError)."""
         s = build(LalmConsistencySettings, *args, **settings)
-        client = judge_client(s.model, s.base_url, concurrency=s.concurrency, cache_dir=s.cache_dir,
-                              timeout_s=s.timeout_s, prices=s.prices, json_mode=False,
-                              temperature=s.temperature)
+        client = configured_client(s, json_mode=False)
         try:
             self.judge = LalmConsistencyJudge(
                 client, s.task, reference=s.reference, text_context=s.text_context, per_turn=s.per_turn,

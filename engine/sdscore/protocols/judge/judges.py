@@ -3,7 +3,7 @@ judge at an OpenAI-compatible endpoint with its client and prompt."""
 
 from __future__ import annotations
 
-from sdscore.llm_judges.client import judge_client
+from sdscore.llm_judges.client import configured_client
 from sdscore.protocols.judge.llm_judge import LLMJudge
 from sdscore.protocols.judge.prompts import load_prompt
 from sdscore.protocols.judge.rule_judge import RuleBaselineJudge
@@ -20,9 +20,7 @@ def make_judge(settings: JudgeSettings | None = None) -> RuleBaselineJudge | LLM
     if settings is None:
         settings = RuleJudgeSettings()
     if isinstance(settings, LlmJudgeSettings):
-        client = judge_client(settings.model, settings.base_url, concurrency=settings.concurrency,
-                              cache_dir=settings.cache_dir, timeout_s=settings.timeout_s, prices=settings.prices,
-                              temperature=settings.temperature)
+        client = configured_client(settings)
         try:
             prompt = load_prompt(settings.mode, None if settings.prompt_file is None else str(settings.prompt_file),
                                  settings.labels)

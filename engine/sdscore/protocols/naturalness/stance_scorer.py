@@ -21,7 +21,7 @@ import polars as pl
 
 from sdscore.errors import SdscoreError
 from sdscore.llm_judges.audio_request import AudioClip, AudioRequest
-from sdscore.llm_judges.client import judge_client
+from sdscore.llm_judges.client import configured_client
 from sdscore.llm_judges.prompt_files import check_sections, fill, parse_sections, read_sections
 from sdscore.llm_judges.reply_error import ReplyError
 from sdscore.protocols.naturalness.results import HUMAN_SYSTEM, question_key
@@ -83,9 +83,7 @@ class StanceJudgeScorer:
         self.prompt = load_stance_prompt(s.prompt_file)
         self.model, self.audio_rate, self.max_request_bytes = s.model, s.audio_rate, s.max_request_bytes
         self.max_audio_seconds = s.max_audio_seconds or None
-        self.client = judge_client(s.model, s.base_url, concurrency=s.concurrency, cache_dir=s.cache_dir,
-                                   timeout_s=s.timeout_s, prices=s.prices, json_mode=False,
-                                   temperature=s.temperature)
+        self.client = configured_client(s, json_mode=False)
 
     @staticmethod
     def _problem(row: dict) -> str | None:

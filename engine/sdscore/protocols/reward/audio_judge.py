@@ -32,7 +32,7 @@ from sdscore.llm_judges.audio_request import (
     DEFAULT_MAX_REQUEST_BYTES,
     AudioRequest,
 )
-from sdscore.llm_judges.client import ChatClient, judge_client
+from sdscore.llm_judges.client import ChatClient, configured_client
 from sdscore.llm_judges.reply_error import ReplyError
 from sdscore.protocols.reward.audio_judge_answers import parse_dialogue_choice
 from sdscore.protocols.reward.audio_judge_prompts import PairPrompt, load_pair_prompt
@@ -170,9 +170,7 @@ class RewardAudioJudgeScorer:
     def __init__(self, *args: Any, **settings: Any):
         """Positional settings fill model, base_url; see RewardJudgeSettings (checked: SettingsError)."""
         s = build(RewardJudgeSettings, *args, **settings)
-        client = judge_client(s.model, s.base_url, concurrency=s.concurrency, cache_dir=s.cache_dir,
-                              timeout_s=s.timeout_s, prices=s.prices, json_mode=False,
-                              temperature=s.temperature)
+        client = configured_client(s, json_mode=False)
         try:
             self.judge = PairwiseAudioJudge(
                 client, orders=s.orders, seed=s.seed,
