@@ -96,6 +96,8 @@ NATURALNESS_ITEMS = pl.Schema(
         "transcript_answer": pl.String,
         "finish_reason": pl.String,
         "system": pl.String,  # nullable: the system whose answer this is; null = the original human answer
+        "relationship": pl.String,  # nullable: the speakers' relationship (Seamless Interaction's annotation)
+        "conversation_prompt": pl.String,  # nullable: the prompt the participants were given
     }
 )
 
