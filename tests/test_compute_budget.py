@@ -27,6 +27,7 @@ from sdscore.runtime.compute_budget import (
     share,
     thread_pool_size,
     torch_threads_within,
+    blas_threads_within,
 )
 
 ENGINE = Path(__file__).resolve().parents[1] / "engine" / "sdscore"
@@ -147,6 +148,24 @@ def test_torch_threads_are_capped_for_a_block_and_given_back():
             assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_blas_threads_are_capped_for_a_block_and_given_back():
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads() -> list[int]:
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    assert blas_threads(), "numpy's BLAS is loaded"
+    with threadpool_limits(limits=2, user_api="blas"):
+        with blas_threads_within(1):
+            assert set(blas_threads()) == {1}
+        assert set(blas_threads()) == {2}
+        with threadpool_limits(limits=1, user_api="blas"), blas_threads_within(2):  # a lower setting is kept
+            assert set(blas_threads()) == {1}
+    with pytest.raises(BudgetError, match="the number of BLAS threads must be a whole number of cores >= 1, got 0"):
+        with blas_threads_within(0):
+            pass
 
 
 def test_the_processes_executor_gives_each_worker_its_share(machine):

@@ -18,6 +18,7 @@ from scipy import optimize
 from scipy.sparse import csgraph
 
 from sdscore.metrics._inputs import check_columns
+from sdscore.runtime.compute_budget import blas_threads_within
 
 WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
 
@@ -102,6 +103,8 @@ def _fit_strengths(wins: np.ndarray, l2: float, start: np.ndarray | None = None)
     """Natural-log strengths θ (sum zero) maximising Σ W_ij log σ(θ_i − θ_j) − (l2/2)|θ|².
 
     ``start`` (sum zero, default zeros) only speeds convergence: the optimum is unique.
+    Callers fit under ``blas_threads_within(1)``: a fit is many BLAS calls on a few models' vectors,
+    each slower to hand to a second thread than to do.
     """
     total = wins.sum()
 
@@ -152,7 +155,9 @@ def bradley_terry(
     models, wins = _win_matrix(*_battle_arrays(battles))
     if l2 == 0:
         _check_mle_exists(models, wins, "")
-    ratings = _to_ratings(_fit_strengths(wins, l2), models, scale, base, initial, anchor)
+    with blas_threads_within(1):
+        theta = _fit_strengths(wins, l2)
+    ratings = _to_ratings(theta, models, scale, base, initial, anchor)
     return dict(sorted(zip(models, ratings.tolist()), key=lambda item: -item[1]))
 
 
@@ -177,17 +182,19 @@ def bootstrap_bradley_terry(
     full = bradley_terry(battles, anchor=anchor, l2=l2, **scale_options)
     model_a, model_b, score_a = _battle_arrays(battles)
     models, wins = _win_matrix(model_a, model_b, score_a)
-    start = _fit_strengths(wins, l2)  # warm start for every resample
     options = {"scale": 400.0, "base": 10.0, "initial": 1000.0} | scale_options
     rng = np.random.default_rng(seed)
     samples = np.empty((n_boot, len(models)))
-    for b in range(n_boot):
-        weights = np.bincount(rng.integers(0, score_a.size, score_a.size), minlength=score_a.size).astype(np.float64)
-        _, wins = _win_matrix(model_a, model_b, score_a, weights)
-        if l2 == 0:
-            _check_mle_exists(models, wins, f" on bootstrap resample {b}")
-        theta = _fit_strengths(wins, l2, start)
-        samples[b] = _to_ratings(theta, models, options["scale"], options["base"], options["initial"], anchor)
+    with blas_threads_within(1):
+        start = _fit_strengths(wins, l2)  # warm start for every resample
+        for b in range(n_boot):
+            weights = np.bincount(rng.integers(0, score_a.size, score_a.size),
+                                  minlength=score_a.size).astype(np.float64)
+            _, wins = _win_matrix(model_a, model_b, score_a, weights)
+            if l2 == 0:
+                _check_mle_exists(models, wins, f" on bootstrap resample {b}")
+            theta = _fit_strengths(wins, l2, start)
+            samples[b] = _to_ratings(theta, models, options["scale"], options["base"], options["initial"], anchor)
     alpha = 1.0 - level
     lower, upper = np.quantile(samples, [alpha / 2, 1 - alpha / 2], axis=0)
     frame = pl.DataFrame({"model": models, "rating": [full[m] for m in models], "lower": lower, "upper": upper})

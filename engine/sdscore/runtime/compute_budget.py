@@ -15,6 +15,11 @@ and no more, and no pool nests inside another:
   pool membership in its environment (so its own children inherit them) and limits its compute
   threads (OpenMP/MKL/OpenBLAS/polars, and torch if loaded) to ``n``.
 - ``torch_threads_within(n)`` — torch's threads capped at `n` for a block of the caller's process.
+- ``blas_threads_within(n)`` — the BLAS libraries' threads (numpy's and scipy's OpenBLAS, MKL)
+  capped at `n` for a block: for loops of many tiny linear-algebra calls (a bootstrap's small
+  fits), where waking a threaded BLAS per call costs more than the call, and on a busy machine
+  each call waits for a thread that cannot be scheduled (``sdscore eval arena``'s bootstrap ran
+  13× slower with OpenBLAS on 2 threads than on 1 under load).
 - ``library_threads()`` — the size of a library's own thread pool (onnxruntime): its default
   while this process may use every core the library sees, else ``cores()``.
 - ``share(workers)`` — each of `workers` workers' share of ``cores()``: cores // workers, min 1.
@@ -184,6 +189,26 @@ def torch_threads_within(n: int) -> Iterator[None]:
     finally:
         if before is not None and before > n:
             torch.set_num_threads(before)
+
+
+@contextmanager
+def blas_threads_within(n: int) -> Iterator[None]:
+    """Within the block, each BLAS library loaded in this process (numpy's and scipy's OpenBLAS,
+    MKL, read through threadpoolctl) uses at most `n` threads — a lower setting is kept — and its
+    setting is back afterwards. The setting is per library, so it holds for the whole process:
+    for a short block of tiny calls (small fits), not around work other threads do at once."""
+    n = _positive(n, "the number of BLAS threads")
+    from threadpoolctl import ThreadpoolController
+
+    capped = [(lib, lib.num_threads) for lib in ThreadpoolController().select(user_api="blas").lib_controllers
+              if lib.num_threads > n]
+    for lib, _ in capped:
+        lib.set_num_threads(n)
+    try:
+        yield
+    finally:
+        for lib, before in capped:
+            lib.set_num_threads(before)
 
 
 def become_worker(n: int) -> None:
