@@ -179,6 +179,34 @@ def plot_pitch_features(frame: pl.DataFrame, path: str | os.PathLike, *, feature
     return _save(figure, path)
 
 
+def plot_score_histograms(frame: pl.DataFrame, path: str | os.PathLike, *, column: str, label: str, title: str,
+                          systems: Sequence[str] | None = None, bins: int = 20) -> Path:
+    """Fig. 2-style: one histogram of a per-answer score per system (shared bins, densities overlaid)."""
+    names = _systems(frame, systems)
+    data = {}
+    for name in names:
+        values = frame.filter(pl.col("system") == name)[column].cast(pl.Float64).drop_nulls()
+        values = values.filter(values.is_finite()).to_numpy()
+        if values.size:
+            data[name] = values
+    if not data:
+        raise NoPlotData(f"{title} skipped: {column} is null on every scored row")
+    pooled = np.concatenate(list(data.values()))
+    low, high = float(pooled.min()), float(pooled.max())
+    edges = np.linspace(low, high if high > low else low + 1.0, bins + 1)
+    colours = _colours(list(data))
+    figure, axes = _figure(7, 4, 1)
+    ax = axes[0]
+    for name, values in data.items():
+        ax.hist(values, bins=edges, density=True, alpha=0.45, color=colours[name], label=f"{name} (n={values.size})")
+    ax.set_xlabel(label)
+    ax.set_ylabel("density")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, title="system")
+    figure.suptitle(title)
+    return _save(figure, path)
+
+
 def plot_naturalness_figures(frame: pl.DataFrame, folder: str | os.PathLike, *, groups: Sequence[str],
                              dims: Sequence[str], features: Sequence[str],
                              systems: Sequence[str] | None = None) -> dict[str, dict]:

@@ -57,6 +57,9 @@ def run(corpus: Path, out: Path, progress: Progress) -> dict:
         headline[f"{system}: WER %, latency ms, interrupted %, pitch variation"] = ", ".join(
             "-" if m[k]["value"] is None else f"{m[k]['value']:.3g}"
             for k in ("wer_pct", "latency_ms", "interrupted_pct", "pitch_variation"))
+        surprisal = m["turn_taking_ngram"]["value"]
+        headline[f"{system}: turn-taking n-gram surprisal (nats/frame; model-free baseline)"] = (
+            "-" if surprisal is None else f"{surprisal:.3g}")
         same = m["stance_same_pct"]["value"]
         headline[f"{system}: same stance % (FAKE judge: clip loudness)"] = "-" if same is None else f"{same:.3g}"
     return {

@@ -64,19 +64,22 @@ from sdscore.protocols.naturalness.results import (
     RESULTS,
 )
 from sdscore.protocols.naturalness.spec import SPEC
+from sdscore.protocols.naturalness.turn_taking_ngram import DEFINITION as TURN_TAKING_NGRAM
+from sdscore.protocols.naturalness.turn_taking_ngram import with_ngram_scores
 
 #: Per-row metrics that get paired tests: column → only rows with a value ≥ 0 (latencies).
 PAIRED_METRICS: dict[str, bool] = {
     "latency_ms": True, "latency_paper_ms": True, "latency_onset_ms": True, "interrupted_ms": False,
     "mos_dnsmos_ovrl": False, "mos_p808": False, "mos_local": False,
     **{f"{m}_{e}": False for e in ASR_ENGINES for m in ("wer", "cer", "wer_clean", "cer_clean")},
-    "answer_duration_s": False, "voiced_ratio": False,
+    "answer_duration_s": False, "voiced_ratio": False, "turn_taking_ngram": False,
 }
 #: Words of the `unavailable` notes ("group: reason") that explain each column's nulls.
 _NOTE_WORDS = {"mos_dnsmos_ovrl": ("mos",), "mos_p808": ("mos",), "mos_local": ("mos_local",),
                "latency_ms": ("latency_ms",), "latency_paper_ms": ("latency_paper_ms",),
                "language": ("language", "lid"),
-               "dialect": ("dialect",), "avd": ("emotion", *AVD), "f0": ("f0", "pitch")}
+               "dialect": ("dialect",), "avd": ("emotion", *AVD), "f0": ("f0", "pitch"),
+               "turn_taking_ngram": ("turn-taking",)}
 _ENGLISH = {"en", "eng", "english"}
 #: the interruption values a half-duplex system leaves null
 INTERRUPTION_KEYS = ("interrupted_pct", "interrupted_ms")
@@ -265,6 +268,7 @@ def _system_metrics(system: _System, normalised: pl.DataFrame) -> dict:
     else:
         out["interrupted_pct"] = _mean(system, "interrupted", scale=100.0, all_rows=True)
         out["interrupted_ms"] = _mean(system, "interrupted_ms", all_rows=True)
+    out["turn_taking_ngram"] = _mean(system, "turn_taking_ngram")
     out.update(_language(system))
     out.update(_dialect(system))
     out.update(_avd(system))
@@ -362,6 +366,7 @@ def evaluate_naturalness(results: pl.DataFrame, *, reference_system: str = HUMAN
     from sdscore.protocols.naturalness.stance_eval import stance_metrics, table_values
 
     frame, absent = _prepared(results)
+    frame = with_ngram_scores(frame, absent)  # fitted on these results' question clips
     if stances is not None:
         stances = stances.with_columns(pl.col("system").fill_null(HUMAN_SYSTEM))
     if frame.height == 0 and (stances is None or stances.height == 0):
@@ -410,6 +415,7 @@ DEFINITIONS = {
     "dialectal_beta": "np.polyfit slope of min-max-normalised flattened answer on question log-logits",
     "dialectal_variance": "trace of the answers' log-logit covariance (ddof=1)",
     "avd_rho": "Pearson correlation of question and answer values",
+    "turn_taking_ngram": TURN_TAKING_NGRAM,
     "pitch_variation": "mean over f0 min/p10/p25/median/p75/p90/max of the std (ddof=1) of values "
                        "divided by the mean f0_mean of the same (system, asker)",
     "paired_tests": f"{WILCOXON}, rows paired by question_key; p_value null with a reason when undefined",
@@ -423,6 +429,7 @@ DEFINITIONS = {
 TABLE_COLUMNS = (
     ("DNSMOS", "mos_dnsmos_ovrl", 2), ("P.808", "mos_p808", 2), ("WER%", "wer_pct", 1), ("CER%", "cer_pct", 1),
     ("Lat.ms", "latency_ms", 0), ("Int.ms", "interrupted_ms", 0), ("Int.%", "interrupted_pct", 1),
+    ("TT-ngram", "turn_taking_ngram", 3),
     ("Eng.%", "english_pct_known", 1), ("SameDial%", "same_dialect_pct", 1), ("β", "dialectal_beta", 2),
     ("tr(Σ)", "dialectal_variance", 1), ("ρA", "arousal_rho", 2), ("ρV", "valence_rho", 2),
     ("ρD", "dominance_rho", 2), ("Same%", "stance_same_pct", 1), ("Neg%", "stance_more_negative_pct", 1),
@@ -452,7 +459,8 @@ def format_table(metrics: dict, *, std: bool = True) -> str:
     lines.insert(1, "-" * len(lines[0]))
     lines.append("DNSMOS/P.808 stand in for UTMOS; WER/CER in percent, pooled over ASR engines (authors' "
                  "normalisation); latency over rows >= 0 (the authors' newest definition); interruptions over all "
-                 "rows (- for half-duplex systems); English % over known languages; stances (Same/Neg/Pos %) the "
+                 "rows (- for half-duplex systems); TT-ngram the turn-taking n-gram baseline's surprisal (nats per "
+                 "frame, lower is more typical); English % over known languages; stances (Same/Neg/Pos %) the "
                  "answer against the question, from the stance judge's results; ± the sample std.")
     return "\n".join(lines)
 
@@ -495,6 +503,18 @@ def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, see
             metrics["figures"]["fig5_stances"] = {"path": str(path)}
         except NoPlotData as reason:
             metrics["figures"]["fig5_stances"] = {"skipped": str(reason)}
+        from sdscore.report.naturalness_plots import plot_score_histograms
+
+        with_scores = with_ngram_scores(*_prepared(frame))
+        try:
+            path = plot_score_histograms(
+                with_scores.filter(pl.Series(~error_mask(with_scores))), Path(plot) / "fig2_turn_taking.png",
+                column="turn_taking_ngram", label="turn-taking n-gram surprisal (nats per frame; lower: more typical)",
+                title="Turn-taking naturalness per answer (SPEARBench Fig. 2 top; model-free n-gram baseline)",
+                systems=list(metrics["systems"]))
+            metrics["figures"]["fig2_turn_taking"] = {"path": str(path)}
+        except NoPlotData as reason:
+            metrics["figures"]["fig2_turn_taking"] = {"skipped": str(reason)}
     if latex is not None:
         from sdscore.protocols.naturalness.latex_table import write_latex
 

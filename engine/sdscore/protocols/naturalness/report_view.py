@@ -18,7 +18,8 @@ from sdscore.report.html.view_context import ViewContext
 #: Headline values per system: (label, key, digits).
 HEADLINE = (("WER %", "wer_pct", 1), ("latency ms", "latency_ms", 0), ("interrupted %", "interrupted_pct", 1),
             ("DNSMOS OVRL", "mos_dnsmos_ovrl", 2), ("pitch variation", "pitch_variation", 3))
-FIGURES = {"fig3_dialect_profiles": "Fig. 3: dialect profiles of questions and answers",
+FIGURES = {"fig2_turn_taking": "Fig. 2 (top): turn-taking surprisal per answer (model-free n-gram baseline)",
+           "fig3_dialect_profiles": "Fig. 3: dialect profiles of questions and answers",
            "fig4_avd_scatter": "Fig. 4: arousal/valence/dominance of answers against questions",
            "fig6_pitch_features": "Fig. 6: speaker-normalised pitch features per system",
            "fig5_stances": "Fig. 5: answers at the positive pole of each stance dimension, per system"}

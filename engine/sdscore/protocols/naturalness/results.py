@@ -36,6 +36,11 @@ Definitions (SPEARBench, corrected by the authors' released code where they diff
 - f0_*: over the answer's voiced frames (Praat autocorrelation pitch, 75–500 Hz, as the authors);
   answer_duration_s: the answer clip's length; voiced_time_s = voiced frames × the pitch time step;
   voiced_ratio = voiced_time_s / answer_duration_s.
+- question_duration_s, question_va_asker / question_va_answerer (the question clip's per-channel VAD
+  segments, flat [start, end, ...] seconds, the asker's channel from the "spk1|spk2" dyad), answer_va
+  (the answer clip's), answer_offset_s (question_end_time + answer_start_time: where the answer clip
+  starts on the question clip's timeline): the two-speaker voice activity the turn-taking scores read
+  (dialogue_activity.py); null, with a "turn-taking:" note, for a mono question clip.
 - unavailable: "column group: reason" for every group left null on a scored row, joined by "; ".
 - error: why the row could not be scored (its audio, or its manifest row); null when fine.
 """
@@ -111,6 +116,12 @@ RESULTS = pl.Schema({
     "answer_duration_s": pl.Float64,
     "voiced_time_s": pl.Float64,
     "voiced_ratio": pl.Float64,
+    # the reconstructed dialogue's voice activity (dialogue_activity.py) and its VAP surprisal
+    "question_duration_s": pl.Float64,
+    "question_va_asker": pl.List(pl.Float64),
+    "question_va_answerer": pl.List(pl.Float64),
+    "answer_va": pl.List(pl.Float64),
+    "answer_offset_s": pl.Float64,
     "unavailable": pl.String,
     "error": pl.String,
 })

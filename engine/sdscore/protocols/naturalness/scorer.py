@@ -17,6 +17,7 @@ import polars as pl
 from sdscore.llm_judges.scoring_jobs import judge_job
 from sdscore.metrics.text_errors import error_rates
 from sdscore.protocols.naturalness.clip_features import ClipFeatures
+from sdscore.protocols.naturalness.dialogue_activity import activity_columns
 from sdscore.protocols.naturalness.local_models import label_of
 from sdscore.protocols.naturalness.results import (
     AVD,
@@ -142,6 +143,10 @@ class NaturalnessScorer:
         out.update({name: a.get(name) for name in F0_FEATURES})
         out.update(answer_duration_s=a.get("duration_s"), voiced_time_s=a.get("voiced_time_s"),
                    voiced_ratio=a.get("voiced_ratio"))
+        activity, why = activity_columns(r, a, q, _channel(r, out["asker"]))
+        out.update(activity)
+        if why:
+            unavailable.append(f"turn-taking: {why}")
         if a.get("f0_mean") is None:
             unavailable.append("f0: no voiced frame in the answer (Praat, 75-500 Hz)")
         out["unavailable"] = "; ".join(unavailable) or None
