@@ -48,7 +48,7 @@ def _cmd_select_dialogues(args: argparse.Namespace) -> int:
             args.segments, args.out, turn_rule=args.turn_rule, max_context_segments=args.max_context_segments,
             min_answer_seconds=args.min_answer_seconds, backchannel_max=args.backchannel_max,
             mask_answer_overlap=args.mask_answer_overlap, overwrite=args.overwrite,
-            errors="raise" if args.strict else "skip", progress=progress,
+            errors="raise" if args.strict else "skip", progress=progress, subsets=args.subset, splits=args.split,
         )
     for entry in summary["skipped"]:
         console.print(f"[yellow]skipped conversation {escape(repr(entry['conversation_id']))}:[/yellow]")
@@ -115,7 +115,14 @@ def add_corpus_parser(sub) -> None:
         help="SPEARBench dialogues (context, question ending in '?', answer) from timed two-speaker segments",
     )
     select.add_argument("segments", type=Path, help="segments table: conversation_id, speaker, start, end, text, "
-                        "audio_path[, channel] (CSV/TSV/Parquet/JSONL)")
+                        "audio_path[, channel, subset, split] (CSV/TSV/Parquet/JSONL), or a Seamless Interaction "
+                        "folder (improvised/ and naturalistic/, each with train/ dev/ test/)")
+    select.add_argument("--subset", action="append", metavar="SUBSET",
+                        help="only conversations of this subset (Seamless Interaction: improvised or naturalistic; a "
+                        "table: its subset column); repeat for several")
+    select.add_argument("--split", action="append", metavar="SPLIT",
+                        help="only conversations of this split (Seamless Interaction: train, dev or test; a table: "
+                        "its split column); repeat for several")
     select.add_argument("--out", required=True, help="output folder: metadata.csv and audio/")
     select.add_argument("--turn-rule", choices=("released", "paper"), default="released",
                         help="released (default): the authors' code — a question utterance ending in '?', the "

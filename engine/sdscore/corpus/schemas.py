@@ -95,6 +95,8 @@ NATURALNESS_ITEMS = pl.Schema(
         "transcript_question": pl.String,
         "transcript_answer": pl.String,
         "finish_reason": pl.String,
+        "subset": pl.String,  # nullable: e.g. a Seamless Interaction conversation's improvised / naturalistic
+        "split": pl.String,  # nullable: e.g. train / dev / test
         "system": pl.String,  # nullable: the system whose answer this is; null = the original human answer
         "relationship": pl.String,  # nullable: the speakers' relationship (Seamless Interaction's annotation)
         "conversation_prompt": pl.String,  # nullable: the prompt the participants were given

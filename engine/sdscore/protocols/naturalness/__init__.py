@@ -14,11 +14,12 @@ __getattr__, __dir__, _ = lazy_exports(__name__, {
 })
 
 
-def evaluate_files(results, out_json, *, plot=None, seed: int = 0, half_duplex=(), latex=None) -> dict:
-    """`sdscore eval naturalness` (the registry's uniform signature, and eval_options.py's options)."""
+def evaluate_files(results, out_json, *, plot=None, seed: int = 0, **options) -> dict:
+    """`sdscore eval naturalness` (the registry's uniform signature; options: eval_options.py's, as
+    evaluate.evaluate_files takes them)."""
     from sdscore.protocols.naturalness.evaluate import evaluate_files as run
 
-    return run(results, out_json, plot=plot, seed=seed, half_duplex=half_duplex, latex=latex)
+    return run(results, out_json, plot=plot, seed=seed, **options)
 
 
 def format_table(metrics: dict) -> str:

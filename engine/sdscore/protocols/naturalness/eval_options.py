@@ -10,6 +10,12 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
                         help="a system that cannot answer while the question plays (half-duplex or non-streaming): "
                              "its interruption columns are left blank, as SPEARBench's Table III (repeat the option "
                              "for several)")
+    parser.add_argument("--subset", action="append", metavar="SUBSET",
+                        help="evaluate only the rows of this subset (e.g. improvised or naturalistic: the results' "
+                             "subset column, from select-dialogues on a Seamless Interaction folder; repeat for several)")
+    parser.add_argument("--split", action="append", metavar="SPLIT",
+                        help="evaluate only the rows of this split (e.g. dev or test: the results' split column; "
+                             "repeat for several)")
     parser.add_argument("--latex", metavar="TEX", help="also write Table III as a LaTeX tabular (booktabs; mean ± "
                                                        "std, best model bold, nulls explained in footnotes)")
 
@@ -20,4 +26,6 @@ def eval_settings(args: argparse.Namespace) -> dict:
     from sdscore.output_paths import plan_from_args
 
     latex = None if args.latex is None else plan_from_args(args, "sdscore eval").file(args.latex, "--latex")
-    return {"half_duplex": tuple(args.half_duplex or ()), "latex": latex}
+    return {"half_duplex": tuple(args.half_duplex or ()), "latex": latex,
+            "subsets": None if args.subset is None else tuple(args.subset),
+            "splits": None if args.split is None else tuple(args.split)}

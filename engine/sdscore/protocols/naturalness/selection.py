@@ -3,6 +3,9 @@
 Input: a segments table (CSV, TSV, Parquet, JSON or JSONL) with one row per utterance:
 conversation_id, speaker, start, end (seconds), text, audio_path and an optional channel (the
 channel of a multi-channel file; absent or null: the file is that speaker's own channel).
+Or a Seamless Interaction folder (seamless_reader.py): its interactions become the conversations,
+each with its subset (improvised/naturalistic) and split (train/dev/test); a table may carry the same
+in optional ``subset`` and ``split`` columns. ``subsets`` / ``splits`` keep only those conversations.
 Output: per valid dialogue a question clip, an answer clip and a two-channel dialogue file, and
 metadata.csv in SPEARBench's columns, which `read_manifest` reads as protocol "naturalness".
 
@@ -21,7 +24,8 @@ metadata.csv as theirs: times relative to the question clip's start (context_end
 question's start, question_end_time = its end; answer_start_time relative to the question's end),
 speakers "spk1|spk2" in dyad order, transcript_question the context and question utterances and
 transcript_answer the answer's, each utterance written "speaker: text" and joined by spaces (so the
-asker is the last tag of transcript_question); item_id is their dialogue name.
+asker is the last tag of transcript_question); item_id is their dialogue name; then sdscore's
+dialogue_path, subset and split (null when the input does not say).
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ import re
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -68,8 +73,10 @@ REQUIRED_COLUMNS = ("conversation_id", "speaker", "start", "end", "text", "audio
 METADATA_COLUMNS = (
     "audio_path", "answer_audio_path", "context_end_time", "question_end_time", "answer_duration",
     "speakers", "conversation_id", "transcript_question", "transcript_answer", "answer_start_time",
-    "finish_reason", "item_id", "dialogue_path",
+    "finish_reason", "item_id", "dialogue_path", "subset", "split",
 )
+#: optional segments-table columns naming each conversation's subset and split (as a Seamless folder's)
+LABEL_COLUMNS = ("subset", "split")
 METADATA_FILE = "metadata.csv"
 SUMMARY_FILE = "selection.json"
 CLIP_FOLDERS = {"question": "audio/question", "answer": "audio/answer", "dialogue": "audio/dialogue"}
@@ -82,12 +89,14 @@ SPEAKER_FORBIDDEN = ("|", ":")
 
 @dataclass(frozen=True)
 class SegmentTable:
-    """A segments table as read: the rows that parsed, and (conversation_id, message) per bad row."""
+    """A segments table as read: the rows that parsed, and (conversation_id, message) per bad row;
+    conversations: conversation_id → its subset/split where the input names them."""
 
     source: str
     rows: int
     segments: tuple[Segment, ...]
     problems: tuple[tuple[str | None, str], ...]
+    conversations: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def read_segments(path: str | os.PathLike) -> SegmentTable:
@@ -105,6 +114,7 @@ def read_segments(path: str | os.PathLike) -> SegmentTable:
             f"{', '.join(REQUIRED_COLUMNS)} (and optionally channel)"
         )
     paths = frame.select(resolve_path(pl.col("audio_path").cast(pl.String), table.base_dir))["audio_path"]
+    conversations, label_problems = _conversation_labels(frame, table.source)
     channels = frame["channel"].to_list() if "channel" in frame.columns else [None] * frame.height
     labels = table.locate_rows(range(frame.height))  # one call: a JSONL locator reads its file per call
     segments, problems = [], []
@@ -133,7 +143,61 @@ def read_segments(path: str | os.PathLike) -> SegmentTable:
         else:
             segments.append(Segment(conversation, speaker, start, end, _text(row["text"]) or "", path_value,
                                     channel, label))
-    return SegmentTable(table.source, frame.height, tuple(segments), tuple(problems))
+    return SegmentTable(table.source, frame.height, tuple(segments), tuple(problems) + label_problems,
+                        conversations)
+
+
+def _conversation_labels(frame: pl.DataFrame, source: str) -> tuple[dict, tuple]:
+    """conversation → {subset, split} from the optional LABEL_COLUMNS (first non-null value), and a
+    problem per conversation whose rows disagree."""
+    present = [c for c in LABEL_COLUMNS if c in frame.columns]
+    labels: dict[str, dict[str, str]] = {}
+    problems = []
+    if not present:
+        return labels, ()
+    ids = [_text(v) for v in frame["conversation_id"].to_list()]
+    for column in present:
+        for conversation, value in zip(ids, frame[column].to_list()):
+            value = _text(value)
+            if conversation is None or value is None:
+                continue
+            seen = labels.setdefault(conversation, {}).setdefault(column, value)
+            if seen != value:
+                problems.append((conversation, f"{source}: conversation {conversation!r} has {column} {seen!r} "
+                                               f"and {value!r}; a conversation has one {column}"))
+    return labels, tuple(dict.fromkeys(problems))
+
+
+def read_source(path: str | os.PathLike, *, subsets: Iterable[str] | None = None,
+                splits: Iterable[str] | None = None) -> SegmentTable:
+    """A segments table or a Seamless Interaction folder (seamless_reader.read_seamless), keeping only
+    the conversations of the given subsets and splits (None: all). ManifestError when a filter is
+    given for a table without that column."""
+    from sdscore.protocols.naturalness.seamless_reader import is_seamless_folder, read_seamless
+
+    if Path(path).is_dir():
+        if not is_seamless_folder(path):
+            raise ManifestError(f"{path}: a folder, but not a Seamless Interaction folder (improvised/ or "
+                                "naturalistic/ inside); give a segments table file or such a folder")
+        corpus = read_seamless(path, subsets=subsets, splits=splits)
+        return SegmentTable(corpus.source, corpus.rows, corpus.segments, corpus.problems, corpus.conversations)
+    table = read_segments(path)
+    wanted = {"subset": subsets, "split": splits}
+    wanted = {k: set(v) for k, v in wanted.items() if v is not None}
+    if not wanted:
+        return table
+    for column in wanted:
+        if not any(column in info for info in table.conversations.values()):
+            raise ManifestError(f"{table.source}: no {column} column (or only nulls) to filter by --{column} "
+                                f"{', '.join(sorted(wanted[column]))}")
+
+    def keep(conversation: str | None) -> bool:
+        info = table.conversations.get(conversation, {})
+        return all(info.get(column) in values for column, values in wanted.items())
+
+    return SegmentTable(table.source, table.rows, tuple(s for s in table.segments if keep(s.conversation_id)),
+                        tuple(p for p in table.problems if keep(p[0])),
+                        {c: i for c, i in table.conversations.items() if keep(c)})
 
 
 def _text(value) -> str | None:
@@ -218,8 +282,13 @@ def select_dialogues(
     errors: Literal["skip", "raise"] = "skip",
     workers: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    subsets: Iterable[str] | None = None,
+    splits: Iterable[str] | None = None,
 ) -> dict:
     """`sdscore corpus select-dialogues`: select, cut and export every valid dialogue; returns the summary.
+
+    segments_path: a segments table or a Seamless Interaction folder (read_source); subsets / splits
+    keep only those conversations (None: all).
 
     A conversation with a bad row (or unreadable audio) is skipped with a warning and listed in the
     summary's ``skipped`` (errors="raise": its first problem is raised instead). The selection is
@@ -233,7 +302,9 @@ def select_dialogues(
     sample_rate = check_target_rate(sample_rate)
     out = Path(out_dir)
     check_replaceable_folder(out, overwrite, "the output folder")
-    table = read_segments(segments_path)
+    subsets = None if subsets is None else tuple(subsets)
+    splits = None if splits is None else tuple(splits)
+    table = read_source(segments_path, subsets=subsets, splits=splits)
     plan = plan_dialogues(table, turn_rule=turn_rule, max_context_segments=max_context_segments,
                           min_answer_seconds=min_answer_seconds, backchannel_max=backchannel_max)
     planned, by_conversation, skipped = plan.dialogues, plan.segments, plan.skipped
@@ -242,7 +313,7 @@ def select_dialogues(
 
     with staged_folder(out, overwrite=overwrite, command="sdscore corpus select-dialogues") as stage:
         summary = _export_selection(planned, by_conversation, skipped, table, settings, sample_rate, out, stage,
-                                    errors, workers, progress)
+                                    errors, workers, progress, (subsets, splits))
     for entry in summary["skipped"]:
         warnings.warn(f"conversation {entry['conversation_id']!r} skipped: " + " | ".join(entry["problems"]),
                       stacklevel=2)
@@ -250,7 +321,7 @@ def select_dialogues(
 
 
 def _export_selection(planned, by_conversation, skipped, table, settings, sample_rate, out: Path, stage: Path,
-                      errors, workers, progress) -> dict:
+                      errors, workers, progress, filters) -> dict:
     """Cut and write every planned dialogue into `stage` (which becomes `out`); returns the summary."""
     todo = [(c, d) for c, d in planned.items() if d]
 
@@ -276,7 +347,8 @@ def _export_selection(planned, by_conversation, skipped, table, settings, sample
                 raise error
             skipped[conversation] = [str(error)]
         else:
-            rows.extend(written)
+            labels = table.conversations.get(conversation, {})
+            rows.extend({**row, **{c: labels.get(c) for c in LABEL_COLUMNS}} for row in written)
     _write_metadata(stage / METADATA_FILE, rows)
 
     skipped_list = [{"conversation_id": c, "problems": p} for c, p in skipped.items()]
@@ -285,6 +357,8 @@ def _export_selection(planned, by_conversation, skipped, table, settings, sample
         "out_dir": str(out),
         "metadata": str(out / METADATA_FILE),
         "settings": {**settings, "sample_rate": sample_rate},
+        "filters": {"subset": None if filters[0] is None else list(filters[0]),
+                    "split": None if filters[1] is None else list(filters[1])},
         "rows": table.rows,
         "conversations": len(set(by_conversation) | set(skipped)),
         "selected_conversations": len({r["conversation_id"] for r in rows}),
@@ -451,5 +525,5 @@ def _write_metadata(path: Path, rows: list[dict]) -> None:
 
 
 __all__ = ["TURN_RULES", "Dialogue", "Segment", "SegmentTable", "SelectionPlan", "Turn", "find_dialogues",
-           "merge_turns", "plan_dialogues", "read_segments", "released_dialogues", "select_conversation",
-           "select_dialogues", "tagged_transcript"]
+           "merge_turns", "plan_dialogues", "read_segments", "read_source", "released_dialogues",
+           "select_conversation", "select_dialogues", "tagged_transcript"]

@@ -37,6 +37,8 @@ MARKER = "stance_judge"
 STANCE_RESULTS = pl.Schema({
     "item_id": pl.String,
     "conversation_id": pl.String,
+    "subset": pl.String,
+    "split": pl.String,
     "system": pl.String,
     "question_key": pl.String,
     MARKER: pl.String,  # the judge model's name
@@ -116,7 +118,7 @@ class StanceJudgeScorer:
         for row, problem in zip(records, problems):
             result: dict[str, Any] = {
                 "item_id": row.get("item_id"), "conversation_id": row.get("conversation_id"),
-                "system": row.get("system") or HUMAN_SYSTEM, "question_key": question_key(row),
+                "subset": row.get("subset"), "split": row.get("split"), "system": row.get("system") or HUMAN_SYSTEM, "question_key": question_key(row),
                 MARKER: self.model, "error": problem,
             }
             if problem is None:
