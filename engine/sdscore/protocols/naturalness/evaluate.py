@@ -43,6 +43,7 @@ import polars as pl
 
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
+from sdscore.errors import ManifestError
 from sdscore.metrics._inputs import error_mask
 from sdscore.metrics.naturalness import (
     WILCOXON,
@@ -465,12 +466,31 @@ def format_table(metrics: dict, *, std: bool = True) -> str:
     return "\n".join(lines)
 
 
+def row_filters(frame: pl.DataFrame, wanted: dict, source: str) -> pl.DataFrame:
+    """The rows whose column holds one of the wanted values, per column (None: no filter);
+    ManifestError when a filtered column is absent or all null, or nothing is left."""
+    for column, values in wanted.items():
+        if values is None:
+            continue
+        if column not in frame.columns or frame[column].null_count() == frame.height:
+            raise ManifestError(f"{source}: --{column} {', '.join(values)}, but the results have no {column} values "
+                                f"(select-dialogues writes them for a Seamless Interaction folder or a segments "
+                                f"table with a {column} column)")
+        frame = frame.filter(pl.col(column).cast(pl.String).is_in(list(values)))
+    if frame.height == 0 and any(v is not None for v in wanted.values()):
+        asked = "; ".join(f"{k} {', '.join(v)}" for k, v in wanted.items() if v is not None)
+        raise ManifestError(f"{source}: no row of {asked}")
+    return frame
+
+
 def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, seed: int = 0,
-                   half_duplex: tuple[str, ...] | list[str] = (), latex: str | os.PathLike | None = None) -> dict:
+                   half_duplex: tuple[str, ...] | list[str] = (), latex: str | os.PathLike | None = None,
+                   subsets: tuple[str, ...] | None = None, splits: tuple[str, ...] | None = None) -> dict:
     """Metrics of one or more results files (concatenated, e.g. one per system) as JSON; with
     `plot` a folder, Figs. 3, 4 and 6 are written there (a figure without data is skipped with
     its reason under "figures"); with `latex` a file, Table III as a LaTeX tabular (latex_table.py).
-    half_duplex: systems whose interruption values are null. seed is unused: nothing is resampled."""
+    half_duplex: systems whose interruption values are null. subsets / splits: only the rows whose
+    subset / split column holds one of these (row_filters). seed is unused: nothing is resampled."""
     from sdscore.protocols.naturalness.stance_scorer import MARKER, STANCE_RESULTS
 
     paths = [Path(p) for p in results]
@@ -483,7 +503,12 @@ def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, see
     frame = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame(schema={"system": pl.String})
     stances = (pl.concat([read_results(path, STANCE_RESULTS, required=("system",)).select(STANCE_RESULTS.names())
                           for path in stance_paths]) if stance_paths else None)
+    wanted = {"subset": subsets, "split": splits}
+    if frames:
+        frame = row_filters(frame, wanted, ", ".join(str(p) for p in paths if p not in stance_paths))
+    stances = None if stances is None else row_filters(stances, wanted, ", ".join(map(str, stance_paths)))
     metrics = evaluate_naturalness(frame, half_duplex=tuple(half_duplex), stances=stances)
+    metrics["filters"] = {k: None if v is None else list(v) for k, v in wanted.items()}
     metrics["results_files"] = [str(p) for p in paths]
     metrics["stance_results_files"] = [str(p) for p in stance_paths]
     if plot is not None:

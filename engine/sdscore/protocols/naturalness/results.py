@@ -2,6 +2,8 @@
 
 Definitions (SPEARBench, corrected by the authors' released code where they differ; see RESEARCH.md):
 
+- subset / split: the manifest's (select-dialogues writes a Seamless Interaction conversation's
+  improvised/naturalistic and train/dev/test); `eval --subset/--split` keep only those rows.
 - system: the manifest's `system`; null there means the original human answer, written as
   HUMAN_SYSTEM. asker: the question's speaker — with the authors' metadata (speakers "spk1|spk2")
   the speaker whose "name:" tag comes last in transcript_question, as their
@@ -88,6 +90,8 @@ def _asr_columns() -> dict[str, pl.DataType]:
 RESULTS = pl.Schema({
     "item_id": pl.String,
     "conversation_id": pl.String,
+    "subset": pl.String,
+    "split": pl.String,
     "system": pl.String,
     "asker": pl.String,
     "question_key": pl.String,

@@ -114,7 +114,7 @@ class NaturalnessScorer:
         interrupted, interrupted_ms = interruption(start)
         out: dict[str, Any] = {
             "item_id": r.get("item_id"), "conversation_id": r.get("conversation_id"),
-            "system": r.get("system") or HUMAN_SYSTEM,
+            "subset": r.get("subset"), "split": r.get("split"), "system": r.get("system") or HUMAN_SYSTEM,
             "asker": asker(r.get("speakers"), r.get("transcript_question")),
             "question_key": question_key(r), "answer_start_time": start, "interrupted": interrupted,
             "interrupted_ms": interrupted_ms, "reference_text": r.get("transcript_answer"),
