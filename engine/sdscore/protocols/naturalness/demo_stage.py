@@ -51,7 +51,8 @@ def run(corpus: Path, out: Path, progress: Progress) -> dict:
             score_manifest(stances, manifest, results, progress=progress)
             outputs.append(results)
     metrics = evaluate_files(outputs, folder / "metrics.json", plot=folder / "figures",
-                             half_duplex=half_duplex)
+                             half_duplex=half_duplex, segments=corpus / CONVERSATIONS_TABLE,
+                             selection=selected["metadata"])
     headline = {"dialogues selected": f"{selected['dialogues']} from {selected['conversations']} conversations"}
     for system, m in metrics["systems"].items():
         headline[f"{system}: WER %, latency ms, interrupted %, pitch variation"] = ", ".join(

@@ -1,4 +1,5 @@
-"""`sdscore eval naturalness`'s own options: which systems are half-duplex, and a LaTeX Table III."""
+"""`sdscore eval naturalness`'s own options: which systems are half-duplex, a LaTeX Table III, and the
+segments table and selection that Table I counts."""
 
 from __future__ import annotations
 
@@ -18,6 +19,12 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
                              "repeat for several)")
     parser.add_argument("--latex", metavar="TEX", help="also write Table III as a LaTeX tabular (booktabs; mean ± "
                                                        "std, best model bold, nulls explained in footnotes)")
+    parser.add_argument("--segments", metavar="TABLE",
+                        help="the segments table the dialogues were selected from: Table I's original conversations "
+                             "and hours (per conversation its longest audio file)")
+    parser.add_argument("--selection", metavar="FOLDER",
+                        help="the select-dialogues output (its folder or metadata.csv): Table I's selected dialogues "
+                             "and hours of contexts+questions and answers")
 
 
 def eval_settings(args: argparse.Namespace) -> dict:
@@ -28,4 +35,5 @@ def eval_settings(args: argparse.Namespace) -> dict:
     latex = None if args.latex is None else plan_from_args(args, "sdscore eval").file(args.latex, "--latex")
     return {"half_duplex": tuple(args.half_duplex or ()), "latex": latex,
             "subsets": None if args.subset is None else tuple(args.subset),
-            "splits": None if args.split is None else tuple(args.split)}
+            "splits": None if args.split is None else tuple(args.split),
+            "segments": args.segments, "selection": args.selection}

@@ -364,6 +364,7 @@ def evaluate_naturalness(results: pl.DataFrame, *, reference_system: str = HUMAN
     """Table III per system, paired tests against `reference_system`, and the definitions used.
     half_duplex: systems whose interruption values are null (ValueError for a name not in the results);
     stances: the stance judge's results (STANCE_RESULTS rows; null system = human), if any."""
+    from sdscore.protocols.naturalness.distributional_features import distributional_metrics
     from sdscore.protocols.naturalness.stance_eval import stance_metrics, table_values
 
     frame, absent = _prepared(results)
@@ -386,6 +387,9 @@ def evaluate_naturalness(results: pl.DataFrame, *, reference_system: str = HUMAN
     for name, values in per_system.items():
         values.update(table_values(stance_values[name]))
         values["stances"] = stance_values[name]
+    features, explainable = distributional_metrics(frame.filter(pl.Series(~error_mask(frame))), order, reference_system)
+    for name, values in per_system.items():
+        values["explainable_features"] = features[name]
     if reference_system in systems:
         tests, friedman = _paired_tests(systems, reference_system)
     else:
@@ -397,6 +401,7 @@ def evaluate_naturalness(results: pl.DataFrame, *, reference_system: str = HUMAN
         "systems": per_system,
         "paired_tests": tests,
         "friedman": friedman,
+        "explainable_features": explainable,
         "definitions": DEFINITIONS,
     }
 
@@ -424,6 +429,16 @@ DEFINITIONS = {
                "stance_same_pct / stance_more_negative_pct / stance_more_positive_pct: the answer's rating equal "
                "to, below or above the question's, pooled over rows and dimensions; stances.per_dimension per "
                "dimension; stances.vs_reference the same against the reference answer to the same question",
+    "explainable_features": "per system (explainable_features): the mean ± std of SPEARBench's spectral (F0 in Hz), "
+                            "temporal and lexical distributional features per answer (distributional_features.py), "
+                            "each feature's AUROC P(reference > system) and the means of the correlation clusters; "
+                            "top-level explainable_features: the clusters (average linkage on 1 - |Spearman rho|, "
+                            "cut at |rho| 0.8), each cluster's and the general first principal component, and every "
+                            "answer's coordinates on the first two principal components of the z-scored features, "
+                            "fitted on all systems' scored rows pooled",
+    "table_i": "SPEARBench's Table I (eval --segments/--selection): original conversations and hours (per "
+               "conversation its longest audio file), selected dialogues, hours of contexts+questions (sum of "
+               "question_end_time), answers (sum of answer_duration) and both, per subset/split",
 }
 
 #: Table III columns: (header, key, digits).
@@ -463,6 +478,15 @@ def format_table(metrics: dict, *, std: bool = True) -> str:
                  "rows (- for half-duplex systems); TT-ngram the turn-taking n-gram baseline's surprisal (nats per "
                  "frame, lower is more typical); English % over known languages; stances (Same/Neg/Pos %) the "
                  "answer against the question, from the stance judge's results; ± the sample std.")
+    if metrics.get("explainable_features") is not None:
+        from sdscore.protocols.naturalness.distributional_features import format_explainable
+
+        lines += ["", format_explainable({n: v.get("explainable_features") or {} for n, v in metrics["systems"].items()},
+                                         metrics["explainable_features"])]
+    if metrics.get("table_i") is not None:
+        from sdscore.protocols.naturalness.corpus_table import format_corpus_table
+
+        lines += ["", "Table I: original conversations and selected dialogues", format_corpus_table(metrics["table_i"])]
     return "\n".join(lines)
 
 
@@ -485,12 +509,15 @@ def row_filters(frame: pl.DataFrame, wanted: dict, source: str) -> pl.DataFrame:
 
 def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, seed: int = 0,
                    half_duplex: tuple[str, ...] | list[str] = (), latex: str | os.PathLike | None = None,
-                   subsets: tuple[str, ...] | None = None, splits: tuple[str, ...] | None = None) -> dict:
+                   subsets: tuple[str, ...] | None = None, splits: tuple[str, ...] | None = None,
+                   segments: str | os.PathLike | None = None, selection: str | os.PathLike | None = None) -> dict:
     """Metrics of one or more results files (concatenated, e.g. one per system) as JSON; with
     `plot` a folder, Figs. 3, 4 and 6 are written there (a figure without data is skipped with
     its reason under "figures"); with `latex` a file, Table III as a LaTeX tabular (latex_table.py).
     half_duplex: systems whose interruption values are null. subsets / splits: only the rows whose
-    subset / split column holds one of these (row_filters). seed is unused: nothing is resampled."""
+    subset / split column holds one of these (row_filters). segments / selection: the segments table and
+    the selection (metadata.csv or its folder) for Table I (corpus_table.py). seed is unused: nothing is
+    resampled."""
     from sdscore.protocols.naturalness.stance_scorer import MARKER, STANCE_RESULTS
 
     paths = [Path(p) for p in results]
@@ -540,6 +567,18 @@ def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, see
             metrics["figures"]["fig2_turn_taking"] = {"path": str(path)}
         except NoPlotData as reason:
             metrics["figures"]["fig2_turn_taking"] = {"skipped": str(reason)}
+        from sdscore.protocols.naturalness.distributional_features import FIGURE, plot_feature_pca
+
+        try:
+            path = plot_feature_pca(metrics["explainable_features"], Path(plot) / f"{FIGURE}.png",
+                                    list(metrics["systems"]))
+            metrics["figures"][FIGURE] = {"path": str(path)}
+        except NoPlotData as reason:
+            metrics["figures"][FIGURE] = {"skipped": str(reason)}
+    if segments is not None or selection is not None:
+        from sdscore.protocols.naturalness.corpus_table import corpus_table
+
+        metrics["table_i"] = corpus_table(segments, selection)
     if latex is not None:
         from sdscore.protocols.naturalness.latex_table import write_latex
 

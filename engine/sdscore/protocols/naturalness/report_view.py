@@ -22,7 +22,8 @@ FIGURES = {"fig2_turn_taking": "Fig. 2 (top): turn-taking surprisal per answer (
            "fig3_dialect_profiles": "Fig. 3: dialect profiles of questions and answers",
            "fig4_avd_scatter": "Fig. 4: arousal/valence/dominance of answers against questions",
            "fig6_pitch_features": "Fig. 6: speaker-normalised pitch features per system",
-           "fig5_stances": "Fig. 5: answers at the positive pole of each stance dimension, per system"}
+           "fig5_stances": "Fig. 5: answers at the positive pole of each stance dimension, per system",
+           "fig_feature_pca": "Explainable features: answers on the first two principal components"}
 
 
 def _facts(row: dict) -> list[tuple[str, str]]:
@@ -88,6 +89,46 @@ def _stances(m: dict) -> list:
                    *(f"{d} +%" for d in NAMES)], rows, caption)]
 
 
+def _explainable(m: dict) -> list:
+    """Table I when the eval counted it, and per system the explainable features' general component,
+    PCA centroid and the features that separate it most from the reference (AUROC farthest from 0.5)."""
+    from sdscore.protocols.naturalness.corpus_table import ROWS
+
+    blocks: list = []
+    table_i = m.get("table_i")
+    if table_i:
+        header = ["", *(c["subset"] if c["subset"] == "total" else f"{c['subset']} {c['split']}"
+                        for c in table_i["columns"])]
+        rows = [[text(label), *(text("-" if table_i["rows"][key] is None else
+                                     f"{v:.0f}" if kind == "count" else f"{v:.2f} h") for v in
+                                (table_i["rows"][key] or [None] * (len(header) - 1)))]
+                for key, label, kind in ROWS]
+        blocks.append(Table("Table I: original conversations and selected dialogues", header, rows,
+                            "As SPEARBench's Table I: original hours per conversation its longest audio file; "
+                            "contexts+questions the question clips, answers the answer clips.", sortable=False))
+    pooled = m.get("explainable_features") or {}
+    if not pooled.get("clusters"):
+        return blocks
+    rows = []
+    for name, values in m["systems"].items():
+        features = values.get("explainable_features") or {}
+        general = features.get("general_feature") or {}
+        aurocs = {k: v["value"] for k, v in (features.get("auroc_vs_reference") or {}).items() if v.get("value") is not None}
+        top = sorted(aurocs, key=lambda k: -abs(aurocs[k] - 0.5))[:3]
+        rows.append([text(name), text(str(features.get("n_answers", 0))), text(format_value(general.get("value"), 2)),
+                     text(", ".join(format_value(v, 2) for v in features.get("pca_centroid") or [])),
+                     text("; ".join(f"{k} {aurocs[k]:.2f}" for k in top) or "-")])
+    ratios = pooled["pca"]["explained_variance_ratio"]
+    blocks.append(Table("Explainable features", ["system", "answers", "general feature", "PC centroid",
+                                                 "most separable features (AUROC vs reference)"], rows,
+                        f"{len(pooled['features'])} spectral, temporal and lexical features z-scored over all systems' "
+                        f"answers, {len(pooled['clusters'])} correlation clusters (|rho| >= "
+                        f"{pooled['threshold_abs_rho']}); the PCs explain "
+                        + " / ".join(f"{100 * r:.1f} %" for r in ratios) + " of the variance. AUROC: P(reference "
+                        "answer's value > this system's); 0.5 = indistinguishable."))
+    return blocks
+
+
 def build(ctx: ViewContext) -> tuple[Table, list]:
     m, s = ctx.metrics, ctx.source
     systems = list(m.get("systems", {}))
@@ -114,6 +155,7 @@ def build(ctx: ViewContext) -> tuple[Table, list]:
                             ["system", "metric", "p", "pairs"], tests,
                             "Wilcoxon signed-rank, rows paired by question; tests without a p-value are left out."))
     blocks += _stances(m)
+    blocks += _explainable(m)
     blocks += _figures(ctx)
     definitions = m.get("definitions") or {}
     if definitions:
