@@ -39,13 +39,13 @@ OLD_RECORDS = [
      {"audio_rate": 24000, "base_url": URL, "max_audio_seconds": 0.0, "max_request_bytes": 1000, "model": "pair-7b",
       "orders": "shown", "prices": None, "prompt_file": None, "seed": 5}),
     ("naturalness", [], NATURALNESS,
-     {"dialect_dir": None, "emotion_dir": None, "lid_dir": None, "max_audio_seconds": 600.0, "mos_dir": None,
-      "whisper_dir": None}),
+     {"dialect_dir": None, "emotion_dir": None, "emotional_naturalness_dir": None, "lid_dir": None,
+      "max_audio_seconds": 600.0, "mos_dir": None, "whisper_dir": None}),
     ("naturalness", ["--whisper-dir", "/tmp/w", "--lid-dir", "/tmp/l", "--dialect-dir", "/tmp/d", "--emotion-dir",
                      "/tmp/e", "--mos-dir", "/tmp/m", "--jobs", "3", "--cache-dir", "/tmp/c", "--max-audio-seconds",
-                     "12"], NATURALNESS,
-     {"dialect_dir": "/tmp/d", "emotion_dir": "/tmp/e", "lid_dir": "/tmp/l", "max_audio_seconds": 12.0,
-      "mos_dir": "/tmp/m", "whisper_dir": "/tmp/w"}),
+                     "12", "--emotional-naturalness-dir", "/tmp/n"], NATURALNESS,
+     {"dialect_dir": "/tmp/d", "emotion_dir": "/tmp/e", "emotional_naturalness_dir": "/tmp/n", "lid_dir": "/tmp/l",
+      "max_audio_seconds": 12.0, "mos_dir": "/tmp/m", "whisper_dir": "/tmp/w"}),
 ]
 
 
@@ -105,8 +105,8 @@ def test_reward_options_keep_their_flags_defaults_and_help():
 def test_naturalness_options_keep_their_flags_defaults_and_groups():
     flags = _flags("naturalness")
     assert sorted(flags) == ["--audio-rate", "--base-url", "--cache-dir", "--concurrency", "--dialect-dir",
-                             "--emotion-dir", "--jobs", "--judge", "--lid-dir", "--max-audio-seconds",
-                             "--max-request-bytes", "--model", "--mos-dir", "--prompt-file", "--temperature",
+                             "--emotion-dir", "--emotional-naturalness-dir", "--jobs", "--judge", "--lid-dir",
+                             "--max-audio-seconds", "--max-request-bytes", "--model", "--mos-dir", "--prompt-file", "--temperature",
                              "--timeout", "--whisper-dir"]
     assert flags["--judge"].default == "features" and flags["--judge"].choices == ["features", "openai"]
     assert _group_flags("naturalness", "stance judge (--judge openai)") == [
@@ -116,7 +116,7 @@ def test_naturalness_options_keep_their_flags_defaults_and_groups():
     assert flags["--max-audio-seconds"].default == 600.0
     assert flags["--lid-dir"].help == "an audio language-ID classifier (e.g. MMS-LID); default: py3langid on the transcript"
     assert _group_flags("naturalness", "local model folders (none ships; the columns stay null with the reason)") == [
-        "--whisper-dir", "--lid-dir", "--dialect-dir", "--emotion-dir", "--mos-dir"]
+        "--whisper-dir", "--lid-dir", "--dialect-dir", "--emotion-dir", "--emotional-naturalness-dir", "--mos-dir"]
 
 
 def test_a_setting_s_group_puts_its_option_under_that_title():
@@ -165,7 +165,8 @@ def test_an_unknown_keyword_names_the_valid_ones():
                                             r"base_url, prompt_file, .*, orders, seed$"):
         RewardAudioJudgeScorer("m", URL, device="cpu")
     with pytest.raises(SettingsError, match=r"unknown setting 'whisper' for NaturalnessSettings; valid: whisper_dir, "
-                                            r"lid_dir, dialect_dir, emotion_dir, mos_dir, jobs, cache_dir, "
+                                            r"lid_dir, dialect_dir, emotion_dir, emotional_naturalness_dir, mos_dir, "
+                                            r"jobs, cache_dir, "
                                             r"max_audio_seconds$"):
         NaturalnessScorer(whisper="w")
 

@@ -186,3 +186,35 @@ def paired_friedman(matrix) -> dict:
     result = stats.friedmanchisquare(*values.T)
     return {"test": FRIEDMAN, "n_questions": int(n), "n_systems": int(k),
             "statistic": float(result.statistic), "p_value": float(result.pvalue)}
+
+
+FRIEDMAN_PAIRED = ("Friedman test of a system against the reference (k = 2 related samples, blocks = questions; "
+                   "scipy.stats.friedmanchisquare's statistic and tie correction, which scipy computes for k >= 3 "
+                   "only; for k = 2 it equals (n+ - n-)^2 / (n+ + n-), ties dropped)")
+
+
+def friedman_statistic(matrix) -> dict:
+    """Friedman's test on [n blocks, k ≥ 2 treatments]: ranks within each block (ties share their mean
+    rank), chi² = (12 / (n k (k+1)) Σ_j R_j² − 3 n (k+1)) / C with the tie correction
+    C = 1 − Σ (t³ − t) / (n k (k² − 1)), p from χ²(k − 1) — scipy.stats.friedmanchisquare's formula
+    (equal to it for k ≥ 3), open to k = 2, the paper's "paired Friedman test" of a system against the
+    human answers."""
+    values = _as_finite_matrix(matrix, "matrix")
+    n, k = values.shape
+    if k < 2:
+        raise ValueError(f"Friedman's test needs at least 2 related samples, got {k}")
+    if n < 2:
+        raise ValueError(f"Friedman's test needs at least 2 blocks (questions), got {n}")
+    ranks = stats.rankdata(values, axis=1)
+    ties = 0.0
+    for row in values:
+        _, counts = np.unique(row, return_counts=True)
+        ties += float((counts ** 3 - counts).sum())
+    correction = 1.0 - ties / (n * k * (k * k - 1))
+    if correction <= 0:
+        raise ValueError("every block ties all its values, so the test is undefined")
+    sums = ranks.sum(axis=0)
+    chi2 = (12.0 / (n * k * (k + 1)) * float((sums ** 2).sum()) - 3.0 * n * (k + 1)) / correction
+    chi2 = max(chi2, 0.0)
+    return {"test": FRIEDMAN_PAIRED, "n_blocks": int(n), "k": int(k), "statistic": float(chi2),
+            "p_value": float(stats.chi2.sf(chi2, k - 1))}

@@ -55,7 +55,9 @@ class ClipFeatures:
     """Loads the extractors once; ``answers(paths)`` / ``questions(paths)`` give one dict per path."""
 
     def __init__(self, *, whisper_dir=None, lid_dir=None, dialect_dir=None, emotion_dir=None, mos_dir=None,
-                 jobs: int | None = None, cache_dir=None, max_audio_seconds: float | None = None):
+                 jobs: int | None = None, cache_dir=None, max_audio_seconds: float | None = None,
+                 emotion_embeddings: bool = False):
+        """emotion_embeddings: the emotion model also gives each clip's embedding (emotional naturalness)."""
         self.jobs = process_pool_size(jobs)
         self.max_audio_seconds = max_audio_seconds
         self.vad = make_extractor("vad")
@@ -65,12 +67,13 @@ class ClipFeatures:
         self.whisper = make_extractor("asr", backend="whisper", model_dir=str(whisper_dir)) if whisper_dir else None
         self.language = make_extractor("language", **({"model_dir": str(lid_dir)} if lid_dir else {}))
         self.dialect = DialectProfile(dialect_dir) if dialect_dir else None
-        self.emotion = EmotionDimensions(emotion_dir) if emotion_dir else None
+        self.emotion = EmotionDimensions(emotion_dir, embeddings=emotion_embeddings) if emotion_dir else None
         self.mos = OnnxMos(mos_dir) if mos_dir else None
         models = {name: None if d is None else str(Path(d).resolve()) for name, d in (
             ("whisper", whisper_dir), ("lid", lid_dir), ("dialect", dialect_dir), ("emotion", emotion_dir),
             ("mos", mos_dir))}
-        self.settings = {"version": CACHE_VERSION, "sdscore": __version__, "rate": SAMPLE_RATE, "models": models}
+        self.settings = {"version": CACHE_VERSION, "sdscore": __version__, "rate": SAMPLE_RATE, "models": models,
+                         **({"emotion_embeddings": True} if emotion_embeddings else {})}
         self.cache = ContentCache(cache_dir, CACHE_NAMESPACE, memory=False) if cache_dir is not None else None
 
     def close(self) -> None:

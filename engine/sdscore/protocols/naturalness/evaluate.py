@@ -365,6 +365,7 @@ def evaluate_naturalness(results: pl.DataFrame, *, reference_system: str = HUMAN
     half_duplex: systems whose interruption values are null (ValueError for a name not in the results);
     stances: the stance judge's results (STANCE_RESULTS rows; null system = human), if any."""
     from sdscore.protocols.naturalness.distributional_features import distributional_metrics
+    from sdscore.protocols.naturalness.emotional_naturalness_eval import emotional_naturalness_values
     from sdscore.protocols.naturalness.stance_eval import stance_metrics, table_values
 
     frame, absent = _prepared(results)
@@ -387,6 +388,9 @@ def evaluate_naturalness(results: pl.DataFrame, *, reference_system: str = HUMAN
     for name, values in per_system.items():
         values.update(table_values(stance_values[name]))
         values["stances"] = stance_values[name]
+    emotional, calibration = emotional_naturalness_values(systems, reference_system)
+    for name, values in per_system.items():
+        values["emotional_naturalness"] = emotional[name]
     features, explainable = distributional_metrics(frame.filter(pl.Series(~error_mask(frame))), order, reference_system)
     for name, values in per_system.items():
         values["explainable_features"] = features[name]
@@ -401,6 +405,7 @@ def evaluate_naturalness(results: pl.DataFrame, *, reference_system: str = HUMAN
         "systems": per_system,
         "paired_tests": tests,
         "friedman": friedman,
+        "emotional_naturalness_calibration": calibration,
         "explainable_features": explainable,
         "definitions": DEFINITIONS,
     }
@@ -421,6 +426,11 @@ DEFINITIONS = {
     "dialectal_beta": "np.polyfit slope of min-max-normalised flattened answer on question log-logits",
     "dialectal_variance": "trace of the answers' log-logit covariance (ddof=1)",
     "avd_rho": "Pearson correlation of question and answer values",
+    "emotional_naturalness": "the emotional-naturalness predictor's human-like logit (emotion embeddings and AVD of "
+                             "question and answer, MiniLM embedding of the conversation prompt, one-hot relationship) "
+                             "plus a shift that puts 99% of the reference's dev answers above 0; mean over the other "
+                             "(test) rows; friedman_vs_reference: the paired Friedman test against the reference "
+                             "(emotional_naturalness_eval.py; emotional_naturalness_calibration: the shift and split)",
     "turn_taking_ngram": TURN_TAKING_NGRAM,
     "pitch_variation": "mean over f0 min/p10/p25/median/p75/p90/max of the std (ddof=1) of values "
                        "divided by the mean f0_mean of the same (system, asker)",
@@ -447,7 +457,7 @@ TABLE_COLUMNS = (
     ("Lat.ms", "latency_ms", 0), ("Int.ms", "interrupted_ms", 0), ("Int.%", "interrupted_pct", 1),
     ("TT-ngram", "turn_taking_ngram", 3),
     ("Eng.%", "english_pct_known", 1), ("SameDial%", "same_dialect_pct", 1), ("β", "dialectal_beta", 2),
-    ("tr(Σ)", "dialectal_variance", 1), ("ρA", "arousal_rho", 2), ("ρV", "valence_rho", 2),
+    ("tr(Σ)", "dialectal_variance", 1), ("EmoNat", "emotional_naturalness", 2), ("ρA", "arousal_rho", 2), ("ρV", "valence_rho", 2),
     ("ρD", "dominance_rho", 2), ("Same%", "stance_same_pct", 1), ("Neg%", "stance_more_negative_pct", 1),
     ("Pos%", "stance_more_positive_pct", 1), ("Dur.s", "answer_duration_s", 1), ("Voiced", "voiced_ratio", 3),
     ("PitchVar", "pitch_variation", 3),
@@ -478,6 +488,10 @@ def format_table(metrics: dict, *, std: bool = True) -> str:
                  "rows (- for half-duplex systems); TT-ngram the turn-taking n-gram baseline's surprisal (nats per "
                  "frame, lower is more typical); English % over known languages; stances (Same/Neg/Pos %) the "
                  "answer against the question, from the stance judge's results; ± the sample std.")
+    for header, key, _ in TABLE_COLUMNS:  # a value's caveat (a random-weight model's scores), once per column
+        caveat = next((v[key]["caveat"] for v in metrics["systems"].values() if v.get(key, {}).get("caveat")), None)
+        if caveat:
+            lines.append(f"{header}: {caveat}.")
     if metrics.get("explainable_features") is not None:
         from sdscore.protocols.naturalness.distributional_features import format_explainable
 

@@ -41,6 +41,7 @@ COLUMNS = (
     Column("Language and Dialect", r"Same dialect \%", "same_dialect_pct", 1, +1),
     Column("Language and Dialect", r"Dialectal $\beta$", "dialectal_beta", 2, +1),
     Column("Language and Dialect", r"tr($\Sigma$)", "dialectal_variance", 1, +1),
+    Column("Emotions", "Emotional nat.", "emotional_naturalness", 2, +1),
     Column("Emotions", r"Arousal $\rho$", "arousal_rho", 2, +1),
     Column("Emotions", r"Valence $\rho$", "valence_rho", 2, +1),
     Column("Emotions", r"Dominance $\rho$", "dominance_rho", 2, +1),
@@ -120,11 +121,13 @@ def format_latex(metrics: dict, *, std: bool = True) -> str:
             lines.append(r"\midrule")
     lines += [r"\bottomrule", r"\end{tabular}"]
     notes = _footnotes(metrics, systems)
-    if notes or std:
+    caveats = _caveats(metrics, systems)
+    if notes or std or caveats:
         lines.append(r"\par\smallskip\footnotesize")
         if std:
             lines.append(r"$\pm$: sample standard deviation over the rows behind each mean.\\")
         lines += [rf"{label}: -- {escape(reason)}.\\" for label, reason in notes]
+        lines += [rf"{label}: {escape(caveat)}.\\" for label, caveat in caveats]
     return "\n".join(lines) + "\n"
 
 
@@ -138,6 +141,17 @@ def _footnotes(metrics: dict, systems: list[str]) -> list[tuple[str, str]]:
                 reason = record.get("reason") or "no value"
                 notes.append((column.label, f"{name}: {reason}"))
                 break
+    return notes
+
+
+def _caveats(metrics: dict, systems: list[str]) -> list[tuple[str, str]]:
+    """(column label, the first caveat) for every column whose values carry one (a random-weight model's)."""
+    notes = []
+    for column in COLUMNS:
+        caveat = next((metrics["systems"][n].get(column.key, {}).get("caveat") for n in systems
+                       if metrics["systems"][n].get(column.key, {}).get("caveat")), None)
+        if caveat:
+            notes.append((column.label, caveat))
     return notes
 
 

@@ -77,7 +77,9 @@ def label_of(profile: list[float] | None) -> str | None:
 class EmotionDimensions:
     """A regression model with arousal / valence / dominance outputs → one dict per item."""
 
-    def __init__(self, model_dir: str | Path):
+    def __init__(self, model_dir: str | Path, embeddings: bool = False):
+        """embeddings: each item's dict also holds "embedding", the model's speech-emotion embedding
+        (emotion_embeddings.py: items one at a time; ModelError when the folder gives none)."""
         self.classifier = load_classifier(model_dir)
         names = [label.lower() for label in self.classifier.labels]
         missing = [d for d in AVD if d not in names]
@@ -88,8 +90,17 @@ class EmotionDimensions:
             raise ModelError(f"{model_dir}: emotion dimensions need raw outputs (a regression model), "
                              f"but its outputs go through {self.classifier.activation}")
         self.index = {d: names.index(d) for d in AVD}
+        self.embedder = None
+        if embeddings:
+            from sdscore.protocols.naturalness.emotion_embeddings import EmotionEmbedder
 
-    def dimensions(self, batch: AudioBatch) -> list[dict[str, float] | None]:
+            self.embedder = EmotionEmbedder(self.classifier, model_dir)
+
+    def dimensions(self, batch: AudioBatch) -> list[dict | None]:
+        if self.embedder is not None:
+            return [None if o is None else {**{d: float(o[0][k]) for d, k in self.index.items()},
+                                            "embedding": [float(v) for v in o[1]]}
+                    for o in self.embedder.outputs(batch)]
         return [None if s is None else {d: float(s[k]) for d, k in self.index.items()}
                 for s in _scores(self.classifier, batch)]
 

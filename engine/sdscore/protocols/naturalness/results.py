@@ -35,6 +35,11 @@ Definitions (SPEARBench, corrected by the authors' released code where they diff
   question's on the question turn only — the question clip from context_end_time to its end, both
   channels mixed, as the authors' extract_features.py — and null for a question turn under 0.5 s
   (their --min-len-question).
+- emotional_naturalness_logit: the emotional-naturalness predictor's "human-like" logit (uncalibrated;
+  eval shifts it so 99 % of the human dev answers score > 0) from the question turn's and the
+  answer's emotion embeddings and arousal/valence/dominance, the conversation prompt's MiniLM
+  embedding and the one-hot relationship (emotional_naturalness.py); emotional_naturalness_model:
+  the predictor's name, "RANDOM WEIGHTS ..." for a random-weight one (the demo's).
 - f0_*: over the answer's voiced frames (Praat autocorrelation pitch, 75–500 Hz, as the authors);
   answer_duration_s: the answer clip's length; voiced_time_s = voiced frames × the pitch time step;
   voiced_ratio = voiced_time_s / answer_duration_s.
@@ -116,6 +121,8 @@ RESULTS = pl.Schema({
     "dialect_question_label": pl.String,
     "dialect_answer_label": pl.String,
     **{f"{dim}_{part}": pl.Float64 for part in ("question", "answer") for dim in AVD},
+    "emotional_naturalness_logit": pl.Float64,
+    "emotional_naturalness_model": pl.String,
     **{name: pl.Float64 for name in F0_FEATURES},
     "answer_duration_s": pl.Float64,
     "voiced_time_s": pl.Float64,

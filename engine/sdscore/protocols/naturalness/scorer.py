@@ -17,6 +17,7 @@ import polars as pl
 from sdscore.llm_judges.scoring_jobs import judge_job
 from sdscore.metrics.text_errors import error_rates
 from sdscore.protocols.naturalness.clip_features import ClipFeatures
+from sdscore.protocols.naturalness.emotional_naturalness import EmotionalNaturalness
 from sdscore.protocols.naturalness.dialogue_activity import activity_columns
 from sdscore.protocols.naturalness.local_models import label_of
 from sdscore.protocols.naturalness.results import (
@@ -38,14 +39,16 @@ from sdscore.protocols.naturalness.timing import (
 )
 from sdscore.runtime.compute_budget import cores
 from sdscore.runtime.scorer import ScoringJob
-from sdscore.runtime.settings import build
+from sdscore.runtime.settings import SettingsError, build
 
-MODEL_OPTIONS = ("whisper_dir", "lid_dir", "dialect_dir", "emotion_dir", "mos_dir")
+MODEL_OPTIONS = ("whisper_dir", "lid_dir", "dialect_dir", "emotion_dir", "mos_dir", "emotional_naturalness_dir")
 MISSING_MODEL = {
     "whisper": "no Whisper folder given (--whisper-dir)",
     "mos_local": "no local MOS model given (--mos-dir); UTMOS ships in no package, DNSMOS OVRL and P.808 stand in",
     "dialect": "no dialect classifier given (--dialect-dir); Voxlect-English ships in no package",
     "emotion": "no arousal/valence/dominance model given (--emotion-dir); none ships in a package",
+    "emotional_naturalness": "no emotional-naturalness predictor given (--emotional-naturalness-dir); TRACE's "
+                             "weights ship in no package",
 }
 #: the authors' extract_features.py skips question turns shorter than this (--min-len-question)
 MIN_QUESTION_TURN_S = 0.5
@@ -79,9 +82,16 @@ class NaturalnessScorer:
     def __init__(self, *args: Any, **settings: Any):
         """See NaturalnessSettings (checked: SettingsError)."""
         s = build(NaturalnessSettings, *args, **settings)
+        if s.emotional_naturalness_dir is not None and s.emotion_dir is None:
+            raise SettingsError("emotional_naturalness_dir (--emotional-naturalness-dir) needs emotion_dir "
+                                "(--emotion-dir): the predictor reads that model's emotion embeddings and "
+                                "arousal/valence/dominance")
+        self.emotional = (EmotionalNaturalness(s.emotional_naturalness_dir)
+                          if s.emotional_naturalness_dir is not None else None)
         self.features = ClipFeatures(whisper_dir=s.whisper_dir, lid_dir=s.lid_dir, dialect_dir=s.dialect_dir,
                                      emotion_dir=s.emotion_dir, mos_dir=s.mos_dir, jobs=s.jobs, cache_dir=s.cache_dir,
-                                     max_audio_seconds=s.max_audio_seconds)
+                                     max_audio_seconds=s.max_audio_seconds,
+                                     emotion_embeddings=self.emotional is not None)
 
     def close(self) -> None:
         self.features.close()
@@ -100,7 +110,32 @@ class NaturalnessScorer:
                 questions = pending.result()
         turns = self._question_turns(usable)
         out = [self._row(r, answers, questions, turns) for r in records]
+        self._emotional_naturalness(records, out, answers, turns)
         return pl.DataFrame(out, schema=RESULTS)
+
+    def _emotional_naturalness(self, records: list[dict], out: list[dict], answers: dict, turns: dict) -> None:
+        """emotional_naturalness_logit/_model of the scored rows, in one predictor batch; why not in
+        `unavailable` (emotional_naturalness.py)."""
+        scored = [i for i, row in enumerate(out) if row.get("error") is None]
+        if self.emotional is None:
+            for i in scored:
+                _note(out[i], f"emotional naturalness: {MISSING_MODEL['emotional_naturalness']}")
+            return
+        items = []
+        for i in scored:
+            r = records[i]
+            item, why = question_turn(r)
+            items.append({"question": turns.get(item, {}).get("emotion") if item else None,
+                          "answer": answers[r["answer_audio_path"]].get("emotion"),
+                          "prompt": r.get("conversation_prompt"), "relationship": r.get("relationship"),
+                          "why": why})
+        for i, item, (logit, notes) in zip(scored, items, self.emotional.scores(items)):
+            out[i]["emotional_naturalness_logit"] = logit
+            out[i]["emotional_naturalness_model"] = self.emotional.predictor.name
+            if item["why"] and item["question"] is None:
+                notes = [f"question turn: {item['why']}"]
+            for note in notes:
+                _note(out[i], f"emotional naturalness: {note}")
 
     def _question_turns(self, usable: list[dict]) -> dict:
         """The question turns' emotion dimensions (only with an emotion model)."""
@@ -216,6 +251,11 @@ class NaturalnessScorer:
         if q is None and self.features.dialect:
             unavailable.append("question dialect: no question clip (audio_path)")
         return out
+
+
+def _note(row: dict, note: str) -> None:
+    """Append one "group: reason" note to a row's `unavailable`."""
+    row["unavailable"] = "; ".join(filter(None, (row.get("unavailable"), note)))
 
 
 def _channel(r: dict, speaker: str | None) -> int | None:

@@ -18,9 +18,9 @@ _CACHE_HELP = "clip-feature cache (keyed by audio content); with --judge openai 
 
 @dataclass(frozen=True)
 class NaturalnessSettings:
-    """The naturalness Scorer: whisper_dir, lid_dir, dialect_dir, emotion_dir, mos_dir (optional local
-    model folders), max_audio_seconds (longer files fail their rows; 0: no cap); jobs (worker processes
-    for pocketsphinx and Praat; default: the compute budget's cores(), 1 in an executor's worker) and
+    """The naturalness Scorer: whisper_dir, lid_dir, dialect_dir, emotion_dir, emotional_naturalness_dir,
+    mos_dir (optional local model folders), max_audio_seconds (longer files fail their rows; 0: no cap);
+    jobs (worker processes for pocketsphinx and Praat; default: the compute budget's cores(), 1 in an executor's worker) and
     cache_dir (clip features keyed by content) change no score: volatile."""
 
     whisper_dir: Path | None = setting(None, group=_MODELS,
@@ -31,6 +31,9 @@ class NaturalnessSettings:
     dialect_dir: Path | None = setting(None, group=_MODELS,
                                        help="a Voxlect-English-style 16-class dialect classifier")
     emotion_dir: Path | None = setting(None, group=_MODELS, help="an arousal/valence/dominance regression model")
+    emotional_naturalness_dir: Path | None = setting(
+        None, group=_MODELS, help="an emotional-naturalness predictor (config.json + model.safetensors; see "
+                                  "docs/naturalness.md); needs --emotion-dir, whose model gives the emotion embeddings")
     mos_dir: Path | None = setting(None, group=_MODELS,
                                    help="model.onnx: 16 kHz waveform [1, T] -> one MOS (e.g. UTMOS)")
     jobs: int | None = setting(None, volatile=True,
