@@ -376,3 +376,21 @@ def test_corpus_table_errors_name_the_file_and_row(tmp_path):
     pd.DataFrame({"conversation_id": [None], "audio_path": ["x.wav"]}).to_csv(tmp_path / "noid.csv", index=False)
     with pytest.raises(ManifestError, match=r"noid.csv row 1: conversation_id is missing"):
         corpus_table(tmp_path / "noid.csv")
+
+
+def test_cli_eval_table_i_explainable_features_and_report(tmp_path, capsys):
+    from sdscore.cli import main
+
+    segments, selection = _corpus(tmp_path)
+    results = tmp_path / "results.parquet"
+    _rows().write_parquet(results)
+    out, html = tmp_path / "metrics.json", tmp_path / "report.html"
+    assert main(["eval", "naturalness", str(results), "--out", str(out), "--plot", str(tmp_path / "figures"),
+                 "--segments", str(segments), "--selection", str(selection), "--report", str(html)]) == 0
+    printed = capsys.readouterr().err  # the CLI's console writes to stderr
+    assert "Table I: original conversations and selected dialogues" in printed and "naturalistic/dev" in printed
+    assert "Explainable features:" in printed
+    page = html.read_text(encoding="utf-8")
+    assert "Table I: original conversations and selected dialogues" in page
+    assert "most separable features (AUROC vs reference)" in page
+    assert "Explainable features: answers on the first two principal components" in page
