@@ -237,8 +237,8 @@ def plot_feature_pca(pooled: dict, path: str | os.PathLike, systems: Sequence[st
     ax.axvline(0, color="#777777", linewidth=0.6)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, title="system (X: centroid)")
-    figure.suptitle(f"Explainable features: answers on the first two principal components "
-                    f"({len(pooled['features'])} z-scored features)")
+    figure.suptitle(f"Explainable features: answers on the first two principal components\n"
+                    f"of {len(pooled['features'])} z-scored spectral, temporal and lexical features", fontsize=10)
     return _save(figure, path)
 
 
