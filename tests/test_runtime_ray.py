@@ -23,10 +23,11 @@ from polars.testing import assert_frame_equal  # noqa: E402
 from sdscore.errors import SdscoreError  # noqa: E402
 from sdscore.protocols.arena.spec import SPEC as ARENA  # noqa: E402
 from sdscore.runtime.executors import make_executor  # noqa: E402
-from sdscore.runtime.executors.ray_data import ROW_COLUMN, SHARD_COLUMN, RayExecutor, _Shards  # noqa: E402
+from sdscore.runtime.executors.ray_data import ROW_COLUMN, SHARD_COLUMN, RayExecutor, _Reports, _Shards  # noqa: E402
 from sdscore.runtime.provenance import read_provenance  # noqa: E402
 from sdscore.runtime.run import score_manifest  # noqa: E402
 from sdscore.runtime.scorer import ScoringJob  # noqa: E402
+from sdscore.runtime.shard_sink import ShardSink  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from runtime_toy_scorer import FailingScorer, ShortScorer, ToyScorer, write_arena_manifest  # noqa: E402
@@ -143,3 +144,21 @@ def test_lost_or_duplicated_rows_are_errors():
         list(shards.add(_rows(0, range(1, 2))))
     with pytest.raises(SdscoreError, match="not asked for"):
         list(_Shards([(0, 0, 2)]).add(_rows(3, range(6, 8))))
+
+
+def test_each_window_is_reported_once_and_a_redone_windows_attempt_is_deleted(tmp_path):
+    """Workers that write their own shards report (shard, rows, failed, attempt); a window redone after its
+    actor died may be reported twice: the first report is kept, the later attempt deleted."""
+    sink = ShardSink(str(tmp_path / "out.parquet.parts"), "ab12")
+    frame = pl.DataFrame({"value": [1.0, 2.0], "error": [None, "bad"]})
+    first, again = sink.write(0, frame), sink.write(0, frame)
+
+    def report(*written) -> pa.Table:
+        return pa.table({"shard": [w.shard for w in written], "rows": [w.rows for w in written],
+                         "failed": [w.failed for w in written], "location": [w.location for w in written]})
+
+    reports = _Reports([(0, 0, 2), (1, 2, 4)], sink)
+    assert list(reports.add(report(first, again))) == [(0, first)] and reports.missing() == [1]
+    assert os.path.exists(first.location) and not os.path.exists(again.location)
+    with pytest.raises(SdscoreError, match="report of shard 5, which was not asked for"):
+        list(reports.add(report(sink.write(5, frame))))

@@ -9,6 +9,10 @@ staging folder, then uploaded (a multipart upload: the object appears only when 
 readers never see half of it). Then this run's shards and record are deleted; anything else under
 the prefix is left, with a warning. Every shard write first checks that this run still holds the
 output's lock object (runtime/object_lock.py).
+
+Shards written by workers (runtime/shard_sink.py) arrive as attempt objects beside the shards; the
+driver commits one by moving it onto the shard's name (the store copies and deletes: no result byte
+passes through the driver), after the same lock check.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import polars as pl
 from sdscore import storage
 from sdscore.errors import SdscoreError
 from sdscore.runtime.object_lock import ObjectLock
+from sdscore.runtime.shard_sink import WrittenShard, is_attempt, new_run_token
 from sdscore.runtime.sharded_output import RUN_FILE, ShardedOutput, _differences, _reason
 
 log = logging.getLogger(__name__)
@@ -54,6 +59,7 @@ class ObjectShardedOutput(ShardedOutput):
         self.n_rows = n_rows
         self.shard_rows = shard_rows
         self.record = {**record, "n_rows": n_rows, "shard_rows": shard_rows}
+        self.run_token = new_run_token()
         self._open(resume)
 
     def _listing(self) -> set[str]:
@@ -63,7 +69,7 @@ class ObjectShardedOutput(ShardedOutput):
             raise SdscoreError(str(error)) from None
 
     def _open(self, resume: bool) -> None:
-        present = self._listing()
+        present = {name for name in self._listing() if not is_attempt(name)}  # attempts alone: no run to resume
         if present and not resume:
             raise SdscoreError(
                 f"{self.parts}: holds shards of an unfinished run; pass --resume to continue it, "
@@ -104,14 +110,43 @@ class ObjectShardedOutput(ShardedOutput):
         buffer = io.BytesIO()
         frame.write_parquet(buffer)
         try:
-            if not self._record_written:  # written with the first shard: a run that fails before any leaves nothing
-                storage.write_bytes(storage.join(self.parts, RUN_FILE),
-                                    (json.dumps(self.record, indent=2, allow_nan=False) + "\n").encode())
-                self._record_written = True
+            self._write_record()  # with the first shard: a run that fails before any leaves nothing
             storage.write_bytes(self.shard_path(k), buffer.getvalue())
         except storage.StorageError as error:
             raise SdscoreError(f"{self.shard_path(k)}: could not write the shard of rows {start + 1}..{stop} "
                                f"({_reason(error)}); {self._kept()}") from error
+
+    def commit_shard(self, k: int, written: WrittenShard) -> None:
+        """Make a worker's attempt object shard k: moved onto its name by the store (copy + delete)."""
+        self._check_written(k, written)
+        if self.lock is not None:
+            self.lock.check()
+        start, stop = self.rows_of(k)
+        fs, source = storage.filesystem(written.location)
+        _, target = storage.filesystem(self.shard_path(k))
+        try:
+            self._write_record()
+            try:
+                fs.move(source, target)
+            except (OSError, ValueError) as error:
+                raise storage.storage_error(written.location, error, "move") from None
+        except storage.StorageError as error:
+            raise SdscoreError(f"{self.shard_path(k)}: could not commit the shard of rows {start + 1}..{stop} "
+                               f"({_reason(error)}); {self._kept()}") from error
+
+    def _write_record(self) -> None:
+        if not self._record_written:
+            storage.write_bytes(storage.join(self.parts, RUN_FILE),
+                                (json.dumps(self.record, indent=2, allow_nan=False) + "\n").encode())
+            self._record_written = True
+
+    def _attempts(self, run: str | None) -> list[str]:
+        return [storage.join(self.parts, name) for name in self._listing() if is_attempt(name, run)]
+
+    def abandon(self) -> None:
+        for uri in self._attempts(self.run_token):
+            storage.delete(uri)
+        storage.remove_empty_prefix(self.parts)
 
     def finish(self, provenance: dict) -> tuple[int, int]:
         if self.lock is not None:
@@ -141,7 +176,7 @@ class ObjectShardedOutput(ShardedOutput):
             os.remove(temp)
 
     def _remove_parts(self, shards: list) -> None:
-        for uri in [*shards, storage.join(self.parts, RUN_FILE)]:
+        for uri in [*shards, storage.join(self.parts, RUN_FILE), *self._attempts(None)]:
             storage.delete(uri)
         if not storage.remove_empty_prefix(self.parts):
             log.warning("%s: left in place: it holds objects this run did not write", self.parts)

@@ -12,6 +12,7 @@ on an object store (s3://, gs://) is written by runtime/object_output.py under a
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import shutil
@@ -35,7 +36,10 @@ from sdscore.runtime.output_lock import OutputLock
 from sdscore.runtime.provenance import manifest_fingerprint, now, run_provenance, weights_digest
 from sdscore.runtime.row_progress import RunRows
 from sdscore.runtime.scorer import ScoringJob
+from sdscore.runtime.shard_sink import WrittenShard
 from sdscore.runtime.sharded_output import ShardedOutput, parts_folder, recorded_shard_rows
+
+log = logging.getLogger(__name__)
 
 #: Rows per window (and per resumable shard) when neither the caller nor an unfinished run says.
 DEFAULT_WINDOW_ROWS = 1024
@@ -163,12 +167,31 @@ def score_manifest(
         done = windows.n_rows - sum(stop - start for _, start, stop in todo)
         counter = RunRows(progress, f"score {windows.protocol}", windows.n_rows, done)
         counter.report()
-        per_row = {"rows_done": counter.rows_done} if progress and accepts_keyword(runner.run, "rows_done") else {}
-        for k, results in runner.run(job, windows, todo, **per_row):
-            output.write_shard(k, results)
-            counter.window_finished(k, results.height, int(results[ERROR_COLUMN].is_not_null().sum()))
+        options = {"rows_done": counter.rows_done} if progress and accepts_keyword(runner.run, "rows_done") else {}
+        if accepts_keyword(runner.run, "sink"):  # its workers write their shards; we commit them
+            options["sink"] = output.sink()
+        try:
+            for k, results in runner.run(job, windows, todo, **options):
+                if isinstance(results, WrittenShard):
+                    output.commit_shard(k, results)
+                    counter.window_finished(k, results.rows, results.failed)
+                else:
+                    output.write_shard(k, results)
+                    counter.window_finished(k, results.height, int(results[ERROR_COLUMN].is_not_null().sum()))
+        except BaseException:
+            if "sink" in options:
+                _abandon(output)
+            raise
         rows, failed = output.finish(run_provenance(record, runner.describe(), started))
     return RunSummary(out, rows, failed, len(todo), output.n_shards - len(todo), time.perf_counter() - began)
+
+
+def _abandon(output) -> None:
+    """Delete a stopped run's uncommitted attempts; the error that stopped it is the one reported."""
+    try:
+        output.abandon()
+    except Exception as error:  # noqa: BLE001 - e.g. the store is unreachable now
+        log.warning("%s: could not delete this run's uncommitted shard attempts (%s)", output.parts, error)
 
 
 @contextmanager

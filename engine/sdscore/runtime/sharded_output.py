@@ -7,6 +7,10 @@ the rest are scored. A record that differs (another model, manifest or score-aff
 is refused with the names of what differs, never mixed. The final merge streams the shards in
 order into one Parquet file (one shard in memory at a time) with the run's provenance as
 metadata, written atomically; then the parts folder is removed.
+
+A shard is written by the driver (`write_shard`), or by a worker as an attempt beside the shards
+(runtime/shard_sink.py: `sink()` is what the workers get) that the driver commits (`commit_shard`:
+an atomic rename onto the shard's name) or drops; `abandon()` deletes a stopped run's attempts.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from sdscore.atomic_write import atomic_path, write_json
 from sdscore.corpus.write import write_manifest
 from sdscore.errors import SdscoreError
 from sdscore.runtime.provenance import METADATA_KEY
+from sdscore.runtime.shard_sink import ShardSink, WrittenShard, check_attempt, is_attempt, new_run_token
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +71,13 @@ class ShardedOutput:
         self.n_rows = n_rows
         self.shard_rows = shard_rows
         self.record = {**record, "n_rows": n_rows, "shard_rows": shard_rows}
+        self.run_token = new_run_token()
         self._open(resume)
 
     def _open(self, resume: bool) -> None:
         run_file = self.parts / RUN_FILE
+        if self.parts.is_dir() and all(is_attempt(p.name) for p in self.parts.iterdir()):
+            return  # only attempts of a run stopped before its first shard: nothing to resume (finish deletes them)
         if self.parts.exists() and not resume:
             raise SdscoreError(
                 f"{self.parts}: holds shards of an unfinished run; pass --resume to continue it, "
@@ -115,13 +123,52 @@ class ShardedOutput:
         if frame.height != stop - start:
             raise SdscoreError(f"shard {k}: {frame.height} result rows for input rows {start + 1}..{stop}")
         try:
-            if not self.parts.exists():  # made with the first shard: a run that fails before any leaves nothing
-                self.parts.mkdir(parents=True)
+            if not (self.parts / RUN_FILE).is_file():  # with the first shard: a run that fails before any leaves nothing
+                self.parts.mkdir(parents=True, exist_ok=True)
                 write_json(self.parts / RUN_FILE, self.record)
             write_manifest(frame, self.shard_path(k))
         except (OSError, pl.exceptions.PolarsError) as error:  # disk full, quota, a read-only folder
             raise SdscoreError(f"{self.shard_path(k)}: could not write the shard of rows {start + 1}..{stop} "
                                f"({_reason(error)}); {self._kept()}") from error
+
+    def sink(self) -> ShardSink:
+        """The picklable writer of this run's attempts, for workers that write their own shards."""
+        return ShardSink(os.fspath(self.parts), self.run_token)
+
+    def _check_written(self, k: int, written: WrittenShard) -> None:
+        start, stop = self.rows_of(k)
+        check_attempt(self.sink().parts, written)
+        if written.shard != k or written.rows != stop - start:
+            raise SdscoreError(f"shard {k}: a worker wrote {written.rows} result rows for input rows {start + 1}..{stop} "
+                               f"(as shard {written.shard})")
+
+    def commit_shard(self, k: int, written: WrittenShard) -> None:
+        """Make a worker's attempt shard k (an atomic rename; the run record is written first)."""
+        self._check_written(k, written)
+        start, stop = self.rows_of(k)
+        try:
+            if not (self.parts / RUN_FILE).is_file():
+                write_json(self.parts / RUN_FILE, self.record)
+            os.replace(written.location, self.shard_path(k))
+            _sync_folder(self.parts)
+        except OSError as error:
+            raise SdscoreError(f"{self.shard_path(k)}: could not commit the shard of rows {start + 1}..{stop} "
+                               f"({_reason(error)}); {self._kept()}") from error
+
+    def _attempts(self, run: str | None) -> list[Path]:
+        if not self.parts.is_dir():
+            return []
+        return [p for p in self.parts.iterdir() if is_attempt(p.name, run)]
+
+    def abandon(self) -> None:
+        """After a failed run: delete this run's uncommitted attempts, and the parts folder when that
+        empties it (a run that committed nothing leaves nothing)."""
+        for path in self._attempts(self.run_token):
+            path.unlink(missing_ok=True)
+        try:
+            self.parts.rmdir()
+        except OSError:
+            pass
 
     def finish(self, provenance: dict) -> tuple[int, int]:
         """Stream the shards in order into `out` (atomically) with provenance; remove the parts.
@@ -166,12 +213,26 @@ class ShardedOutput:
     def _remove_parts(self, shards: list[Path]) -> None:
         """Delete the shards and run record this run wrote, then the folder if that left it empty:
         a file someone else put into OUT.parquet.parts is never deleted (the folder stays, with it)."""
-        for path in [*shards, self.parts / RUN_FILE]:
+        for path in [*shards, self.parts / RUN_FILE, *self._attempts(None)]:  # attempts left by redone windows
             path.unlink(missing_ok=True)
         try:
             self.parts.rmdir()
         except OSError:
             log.warning("%s: left in place: it holds files this run did not write", self.parts)
+
+
+def _sync_folder(folder: Path) -> None:
+    """fsync a folder, so a rename in it survives a crash (where the platform allows it)."""
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
 
 
 def _reason(error: BaseException) -> str:

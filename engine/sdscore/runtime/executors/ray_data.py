@@ -1,31 +1,39 @@
 """The `ray` executor: a Ray Data pipeline over the manifest's windows, Scorers on an actor pool.
 
-The pipeline (all Ray Data, no scheduling of our own):
+The pipeline (all Ray Data, no scheduling of our own), made for a cluster of several machines:
 
 1. `ray.data.from_items`: one item per pending window (shard, start, stop, the window's slice of
-   the manifest's `first_rows`), one block each, so windows spread over the cluster;
-2. `map_batches(_read_windows)`: reads and validates each window with the manifest's picklable
-   WindowReader and emits its rows as a pyarrow table with two helper columns, `_shard` (the
-   window) and `_row` (the row's index in the manifest). With CPU-only actors it asks for the
-   actors' CPUs, so Ray Data fuses it into the actors (one process fewer per worker, no copy of
-   the rows through the object store); with GPU actors it runs as light CPU tasks (READ_CPUS)
-   that read ahead while the GPUs score;
-3. `map_batches(_ScoreWindows)`: a callable class on an actor pool of `workers` actors (each with
-   `num_cpus_per_actor` CPUs and `num_gpus_per_actor` GPUs) that builds the job's Scorer once,
-   scores every window of a batch separately (helper columns dropped, results checked with
-   `check_results`) and returns the results as pyarrow with the helper columns put back;
-4. the driver streams the output (`iter_batches`), gathers rows per shard (a batch may hold
-   several windows or part of one) and yields a shard, in `_row` order and with the dtypes the
-   Scorer gave, as soon as all its rows are in. Only the shards in flight are held here.
+   the manifest's `first_rows`), one block each, so windows spread over the cluster (Ray Data
+   spreads its actors over the nodes);
+2. `map_batches(_ScoreWindows)`: a callable class on an actor pool of `workers` actors (each with
+   `num_cpus_per_actor` CPUs and `num_gpus_per_actor` GPUs) that builds the job's Scorer once and,
+   for each window, reads and validates its rows itself (from the manifest's staged Parquet, which
+   the driver ships once through Ray's object store, so no node needs the driver's disk), cuts the
+   audio slices the rows point at into the actor's own scratch folder on its node (removed after
+   the window), scores the rows (results checked with `check_results`) and writes them as an
+   attempt of the window's shard straight to the output store (runtime/shard_sink.py: a local or
+   shared folder, or an object store); it returns only (shard, rows, failed rows, attempt);
+3. the driver streams those small reports (`iter_batches`) and yields each window once, as a
+   WrittenShard that runtime/run.py commits (an atomic rename, or a move on an object store).
+
+No result row passes through the driver, whose memory stays flat however wide the results
+(`--store-pooled` states, blueprints). An actor that dies (its node lost) is restarted by Ray Data
+(max_restarts=-1) and the windows it held are redone on the actors left: a window redone is a new
+attempt under another name, and the driver commits the first report of each window and deletes any
+later one, so every id is written exactly once. Called without a sink (not through score_manifest),
+the actors send each window's results back to the driver instead (with their dtypes) and the
+driver yields frames, as the other executors do.
 
 Rows done inside a window (a Scorer that takes a `progress` keyword, runtime/row_progress.py) come back
 as (window, rows) on a Ray queue (an actor of no CPU), at most one message every REPORT_EVERY seconds
 per actor, read on a thread of the driver.
 
-Blocks: the manifest is read into blocks of one window each, so `rows_per_block` is the runtime's
+Blocks: each window is one block and one batch (one item), so `rows_per_block` is the runtime's
 window size (`score_manifest(window_rows=...)`, the shard size); it is only recorded here, and a
-window larger than a given `rows_per_block` is refused. With GPUs, where Ray Data needs an explicit
-batch size, it is also the Scorer's batch size (default: the largest window).
+window larger than a given `rows_per_block` is refused.
+
+Every node needs what the rows point at (audio under paths every node sees, or on an object
+store) and the store's credentials in its own environment: the driver sends none.
 
 Ray: an instance already initialised in this process is used as it is; otherwise `address`
 ("auto", "ray://host:port", ...) is connected to, or a local instance is started with enough
@@ -41,6 +49,8 @@ import math
 import os
 import pickle
 import re
+import shutil
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -57,14 +67,13 @@ from sdscore.runtime.executors.ray_watchdog import RayInstanceWatch
 from sdscore.runtime.manifest_windows import ManifestWindows, WindowReader
 from sdscore.runtime.row_progress import REPORT_EVERY, RowsDone, Throttled, WindowRows, score_rows, takes_progress
 from sdscore.runtime.scorer import ScoringJob, check_results
+from sdscore.runtime.shard_sink import ShardSink, WrittenShard
 
 #: Helper columns carried beside a window's rows through the pipeline.
 SHARD_COLUMN, ROW_COLUMN = "_shard", "_row"
 #: Logical CPUs of an actor when the caller gives none (Ray's CPUs are bookkeeping: a fraction
 #: keeps a pool of `workers` actors schedulable next to the driver's and Ray Data's own work).
 DEFAULT_ACTOR_CPUS = 0.5
-#: Logical CPUs of a read task feeding GPU actors (reading a window is short).
-READ_CPUS = 0.25
 #: Arrow schema metadata key under which an actor sends each shard's result dtypes (pickled).
 _DTYPES_KEY = b"sdscore.result_dtypes"
 
@@ -81,30 +90,47 @@ def _import_ray():
     return ray
 
 
-def _read_windows(items: pa.Table, reader: WindowReader) -> Iterator[pa.Table]:
-    """Each window's validated rows as pyarrow, with its shard and the rows' manifest indices."""
-    for item in items.to_pylist():
-        start, stop = item["start"], item["stop"]
-        try:
-            rows = reader.window(start, stop, pl.Series("first_rows", item["first_rows"], dtype=pl.UInt32))
-        except Exception as error:
-            raise _Failed(_tagged(error, f"reading rows {start + 1}..{stop}: ")) from error
-        yield rows.with_columns(
-            pl.lit(item["shard"], pl.Int64).alias(SHARD_COLUMN),
-            pl.int_range(start, stop, dtype=pl.Int64).alias(ROW_COLUMN),
-        ).to_arrow()
+class _ShippedManifest:
+    """The manifest's staged Parquet file in Ray's object store (put once by the driver), opened as a
+    WindowReader on a copy in a worker's own folder: no node reads the driver's disk."""
+
+    def __init__(self, ray, manifest: ManifestWindows):
+        reader = manifest.reader()
+        with open(reader.scan_path, "rb") as handle:
+            self.ref = ray.put(handle.read())
+        self.spec, self.source, self.base_dir = reader.spec, reader.source, reader.base_dir
+        self.first_rows = manifest.first_rows  # the driver's: each item carries its window's slice
+
+    def __getstate__(self) -> dict:
+        return {name: value for name, value in self.__dict__.items() if name != "first_rows"}
+
+    def open(self, folder: str) -> WindowReader:
+        import ray
+
+        path = os.path.join(folder, "manifest.parquet")
+        with open(path, "wb") as handle:
+            handle.write(ray.get(self.ref))
+        return WindowReader(path, self.spec, self.source, self.base_dir, os.path.join(folder, "slices"))
+
+
+def _first_rows(item: dict) -> pl.Series:
+    return pl.Series("first_rows", item["first_rows"], dtype=pl.UInt32)
 
 
 class _ScoreWindows:
-    """One actor of the pool: the job's Scorer, built once, applied to each window of a batch.
+    """One actor of the pool: the job's Scorer, built once, applied to each window of a batch; each
+    window read here (its slices cut into this actor's scratch folder) and written by `sink`.
 
     A Scorer that cannot be built is reported with the first batch (as the processes executor
     does), so it fails the run with its own message instead of Ray restarting the actor."""
 
-    def __init__(self, job: ScoringJob, threads: int, reports=None, report_every: float = REPORT_EVERY):
-        self.job, self.scorer, self.start_error, self.report = job, None, None, None
+    def __init__(self, job: ScoringJob, threads: int, manifest: _ShippedManifest, sink: ShardSink | None = None,
+                 reports=None, report_every: float = REPORT_EVERY):
+        self.job, self.sink, self.scorer, self.start_error, self.report = job, sink, None, None, None
+        self.scratch = tempfile.mkdtemp(prefix="sdscore-ray-actor-")  # on this actor's node
         become_worker(threads)  # cores() is the actor's share; no pool nests in it
         try:
+            self.reader = manifest.open(self.scratch)
             self.scorer = job.create()
         except Exception as error:
             self.start_error = _tagged(error, f"{job.scorer_name} could not be built on a Ray actor: ")
@@ -115,31 +141,47 @@ class _ScoreWindows:
     def __call__(self, batch: pa.Table) -> pa.Table:
         if self.start_error is not None:
             raise _Failed(self.start_error)
-        try:
-            return self._score(batch)
-        except Exception as error:
-            raise _Failed(_tagged(error)) from error
+        tables = [self._window(item) for item in batch.to_pylist()]
+        if len(tables) == 1:
+            return tables[0]
+        metadata = {}
+        for table in tables:
+            metadata.update(pickle.loads((table.schema.metadata or {}).get(_DTYPES_KEY, pickle.dumps({}))))
+        table = pa.concat_tables([t.replace_schema_metadata(None) for t in tables], promote_options="permissive")
+        return table.replace_schema_metadata({_DTYPES_KEY: pickle.dumps(metadata)})
 
-    def _score(self, batch: pa.Table) -> pa.Table:
-        frame = pl.from_arrow(batch)
-        tables, dtypes = [], {}
-        for part in frame.partition_by(SHARD_COLUMN, maintain_order=True):  # never mix windows in a call
-            rows = part.drop(SHARD_COLUMN, ROW_COLUMN)
-            progress = None if self.report is None else WindowRows(int(part[SHARD_COLUMN][0]), rows.height, self.report)
+    def _window(self, item: dict) -> pa.Table:
+        k, start, stop = item["shard"], item["start"], item["stop"]
+        try:
+            rows = self.reader.window(start, stop, _first_rows(item))
+        except Exception as error:
+            raise _Failed(_tagged(error, f"reading rows {start + 1}..{stop}: ")) from error
+        try:
+            progress = None if self.report is None else WindowRows(k, rows.height, self.report)
             results = score_rows(self.scorer, rows, progress is not None, progress)
-            results = check_results(rows, results, self.job.scorer_name, int(part[ROW_COLUMN][0]))
+            results = check_results(rows, results, self.job.scorer_name, start)
             clash = [c for c in (SHARD_COLUMN, ROW_COLUMN) if c in results.columns]
             if clash:
                 raise SdscoreError(f"{self.job.scorer_name} returned column(s) {clash}, reserved by the ray executor")
-            dtypes[int(part[SHARD_COLUMN][0])] = dict(results.schema)
-            tables.append(results.with_columns(part[SHARD_COLUMN], part[ROW_COLUMN]).to_arrow())
-        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
-        return table.replace_schema_metadata({**(table.schema.metadata or {}), _DTYPES_KEY: pickle.dumps(dtypes)})
+            if self.sink is not None:
+                written = self.sink.write(k, results)
+                return pa.table({"shard": [k], "rows": [written.rows], "failed": [written.failed],
+                                 "location": [written.location]})
+        except Exception as error:
+            raise _Failed(_tagged(error)) from error
+        finally:
+            shutil.rmtree(self.reader.slice_dir, ignore_errors=True)  # this window's slices
+        table = results.with_columns(pl.lit(k, pl.Int64).alias(SHARD_COLUMN),
+                                     pl.int_range(start, stop, dtype=pl.Int64).alias(ROW_COLUMN)).to_arrow()
+        return table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                              _DTYPES_KEY: pickle.dumps({k: dict(results.schema)})})
 
     def __del__(self):  # Ray Data drops the UDF when the actor shuts down gracefully
         if getattr(self, "scorer", None) is not None:
             scorer, self.scorer = self.scorer, None
             close_scorer(scorer)
+        if getattr(self, "scratch", None):
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def _send(reports, message: tuple[int, int]) -> None:
@@ -190,20 +232,25 @@ class _RowReports:
             self.queue.shutdown()
 
 
-def _score_empty(job: ScoringJob, reader: WindowReader, threads: int) -> pl.DataFrame:
+def _score_empty(job: ScoringJob, manifest: _ShippedManifest, threads: int) -> pl.DataFrame:
     """The (empty) results of an empty manifest, so the output still has the Scorer's columns."""
     become_worker(threads)
+    scratch = tempfile.mkdtemp(prefix="sdscore-ray-empty-")
     try:
-        scorer = job.create()
-    except Exception as error:
-        raise _Failed(_tagged(error, f"{job.scorer_name} could not be built on a Ray worker: ")) from error
-    try:
-        rows = reader.window(0, 0, pl.Series("first_rows", [], dtype=pl.UInt32))
-        return check_results(rows, scorer(rows), job.scorer_name, 0)
-    except Exception as error:
-        raise _Failed(_tagged(error)) from error
+        try:
+            reader = manifest.open(scratch)
+            scorer = job.create()
+        except Exception as error:
+            raise _Failed(_tagged(error, f"{job.scorer_name} could not be built on a Ray worker: ")) from error
+        try:
+            rows = reader.window(0, 0, pl.Series("first_rows", [], dtype=pl.UInt32))
+            return check_results(rows, scorer(rows), job.scorer_name, 0)
+        except Exception as error:
+            raise _Failed(_tagged(error)) from error
+        finally:
+            close_scorer(scorer)
     finally:
-        close_scorer(scorer)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 class _Shards:
@@ -254,6 +301,30 @@ class _Shards:
         frame = frame.drop(SHARD_COLUMN, ROW_COLUMN)
         dtypes = {n: d for n, d in self.dtypes.pop(k, {}).items() if n in frame.columns and frame.schema[n] != d}
         return frame.cast(dtypes) if dtypes else frame
+
+    def missing(self) -> list[int]:
+        return [k for k in self.bounds if k not in self.done]
+
+
+class _Reports:
+    """The workers' reports of the windows they wrote: each window's first report is yielded, a later one
+    (a window redone after its actor died, once its first report was in) is deleted through the sink."""
+
+    def __init__(self, windows, sink: ShardSink):
+        self.bounds = {k: (start, stop) for k, start, stop in windows}
+        self.sink, self.done = sink, set()
+
+    def add(self, batch: pa.Table) -> Iterator[tuple[int, WrittenShard]]:
+        for report in batch.replace_schema_metadata(None).to_pylist():
+            written = WrittenShard(int(report["shard"]), int(report["rows"]), int(report["failed"]), report["location"])
+            k = written.shard
+            if k not in self.bounds:
+                raise SdscoreError(f"the ray executor got a report of shard {k}, which was not asked for")
+            if k in self.done:
+                self.sink.discard(written)
+                continue
+            self.done.add(k)
+            yield k, written
 
     def missing(self) -> list[int]:
         return [k for k in self.bounds if k not in self.done]
@@ -396,7 +467,7 @@ class RayExecutor:
         if self.address:  # a cluster of the user's: nothing of it is ours to stop
             ray.init(address=self.address, **quiet)
             return
-        needed = self.workers * self.num_cpus_per_actor + 1  # the actors, and a core for readers
+        needed = self.workers * self.num_cpus_per_actor + 1  # the actors, and a core for Ray Data's own tasks
         with _watched_local_start(ray):
             ray.init(num_cpus=max(cores(), math.ceil(needed)), include_dashboard=False, **quiet)
 
@@ -408,17 +479,19 @@ class RayExecutor:
             return
         total = ray.cluster_resources()
         gpus = self.workers * self.num_gpus_per_actor
-        cpus = self.workers * self.num_cpus_per_actor + (READ_CPUS if gpus else 0)
+        cpus = self.workers * self.num_cpus_per_actor
         for name, needed in (("CPU", cpus), ("GPU", gpus)):
             have = total.get(name, 0.0)
             if needed > have + 1e-9:
                 raise SdscoreError(
-                    f"the ray executor needs {needed:g} {name}s for {self.workers} actor(s) (and their readers) but "
+                    f"the ray executor needs {needed:g} {name}s for {self.workers} actor(s) but "
                     f"the local Ray instance has {have:g}; use fewer workers or smaller num_cpus/num_gpus per actor"
                 )
 
-    def run(self, job: ScoringJob, manifest: ManifestWindows, windows,
-            rows_done: RowsDone | None = None) -> Iterator[tuple[int, pl.DataFrame]]:
+    def run(self, job: ScoringJob, manifest: ManifestWindows, windows, rows_done: RowsDone | None = None,
+            sink: ShardSink | None = None) -> Iterator[tuple[int, pl.DataFrame | WrittenShard]]:
+        """(shard, results) per window; with a sink, the actors write the results (an attempt each) and
+        (shard, WrittenShard) comes back instead, for the caller to commit."""
         if not windows:
             return
         largest = max(stop - start for _, start, stop in windows)
@@ -431,31 +504,32 @@ class RayExecutor:
         self._start_ray(ray)
         self._check_resources(ray)
         with _quiet_ray_data(ray):
+            shipped = _ShippedManifest(ray, manifest)  # (held until the run ends: the actors read it)
             for k, start, stop in windows:
                 if start == stop:  # only an empty manifest has an empty window: no rows to stream
-                    yield k, self._score_empty(ray, job, manifest)
+                    yield k, self._score_empty(ray, job, shipped)
             windows = [window for window in windows if window[1] < window[2]]
             if windows:
-                yield from self._stream(ray, job, manifest, windows, largest, rows_done)
+                yield from self._stream(ray, job, shipped, windows, rows_done, sink)
 
-    def _stream(self, ray, job: ScoringJob, manifest: ManifestWindows, windows, largest: int,
-                rows_done: RowsDone | None = None):
-        """Run the pipeline, yielding each shard once all its rows are back."""
+    def _stream(self, ray, job: ScoringJob, manifest: _ShippedManifest, windows, rows_done: RowsDone | None = None,
+                sink: ShardSink | None = None):
+        """Run the pipeline, yielding each shard once (once all its rows, or its report, are back)."""
         reports = None if rows_done is None else _RowReports(rows_done)
         try:
-            yield from self._drain(ray, job, manifest, windows, largest, reports)
+            yield from self._drain(ray, job, manifest, windows, reports, sink)
         finally:
             if reports is not None:
                 reports.close()
         if reports is not None and reports.error is not None:
             raise reports.error
 
-    def _drain(self, ray, job: ScoringJob, manifest: ManifestWindows, windows, largest: int, reports):
-        batches = iter(self._dataset(ray, job, manifest, windows, largest, reports).iter_batches(
+    def _drain(self, ray, job: ScoringJob, manifest: _ShippedManifest, windows, reports, sink: ShardSink | None):
+        batches = iter(self._dataset(ray, job, manifest, windows, reports, sink).iter_batches(
             batch_size=None, batch_format="pyarrow"
         ))
         try:
-            shards = _Shards(windows)
+            shards = _Shards(windows) if sink is None else _Reports(windows, sink)
             while True:
                 try:
                     batch = next(batches, None)
@@ -477,15 +551,16 @@ class RayExecutor:
             if callable(close):  # stops the Ray Data execution when we leave early
                 close()
 
-    def _score_empty(self, ray, job: ScoringJob, manifest: ManifestWindows) -> pl.DataFrame:
+    def _score_empty(self, ray, job: ScoringJob, manifest: _ShippedManifest) -> pl.DataFrame:
         gpu = {"num_gpus": self.num_gpus_per_actor} if self.num_gpus_per_actor > 0 else {}
         task = ray.remote(_score_empty).options(num_cpus=self.num_cpus_per_actor, max_retries=0, **gpu)
         try:
-            return ray.get(task.remote(job, manifest.reader(), self.threads))
+            return ray.get(task.remote(job, manifest, self.threads))
         except Exception as error:
             raise _failure(error) from error
 
-    def _dataset(self, ray, job: ScoringJob, manifest: ManifestWindows, windows, largest: int, reports=None):
+    def _dataset(self, ray, job: ScoringJob, manifest: _ShippedManifest, windows, reports=None,
+                 sink: ShardSink | None = None):
         first_rows = manifest.first_rows
         items = [
             {"shard": k, "start": start, "stop": stop, "first_rows": first_rows[start:stop].to_list()}
@@ -496,17 +571,12 @@ class RayExecutor:
         except TypeError:  # Ray < 2.10
             dataset = ray.data.from_items(items, parallelism=len(items))
         gpu = {"num_gpus": self.num_gpus_per_actor} if self.num_gpus_per_actor > 0 else {}
-        dataset = dataset.map_batches(
-            _read_windows, fn_kwargs={"reader": manifest.reader()}, batch_size=None,
-            batch_format="pyarrow", num_cpus=self.num_cpus_per_actor if not gpu else READ_CPUS,
-        )
         return dataset.map_batches(
             _ScoreWindows,
-            fn_constructor_kwargs={"job": job, "threads": self.threads,
+            fn_constructor_kwargs={"job": job, "threads": self.threads, "manifest": manifest, "sink": sink,
                                    "reports": None if reports is None else reports.queue,
                                    "report_every": self.report_every},
-            # a block is one window; Ray Data wants an explicit batch size for GPU actors
-            batch_size=(self.rows_per_block or largest) if gpu else None,
+            batch_size=1,  # one window (one item) per call: an actor reads, scores and writes it whole
             batch_format="pyarrow",
             compute=ray.data.ActorPoolStrategy(size=self.workers),
             num_cpus=self.num_cpus_per_actor,
