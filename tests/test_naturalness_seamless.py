@@ -246,3 +246,32 @@ def test_cli_eval_subset_and_split(tmp_path, capsys):
     assert metrics["systems"]["bot"]["n_rows"] == 1
     assert main(["eval", "naturalness", str(results), "--out", str(tmp_path / "n.json"), "--split", "train"]) == 2
     assert "no row of split train" in capsys.readouterr().err
+
+
+def test_stance_results_carry_subset_and_split_and_eval_filters_them(tmp_path):
+    from sdscore.protocols.naturalness.demo_stance_judge import MODEL, FakeStanceJudge
+    from sdscore.protocols.naturalness.stance_scorer import StanceJudgeScorer
+
+    clips = {}
+    for name, amplitude in {"q": 0.1, "a": 0.1, "loud": 0.5}.items():
+        clips[name] = str(tmp_path / f"{name}.wav")
+        sf.write(clips[name], (amplitude * np.sin(2 * np.pi * 220.0 * np.arange(8000) / SR)).astype(np.float32), SR)
+    rows = [{"item_id": f"{system}-{key}", "conversation_id": key, "subset": subset, "split": "dev",
+             "system": system, "audio_path": clips["q"], "answer_audio_path": clips[answer],
+             "transcript_question": "P1: well?"}
+            for key, subset in (("c1", "improvised"), ("c2", "naturalistic"))
+            for system, answer in ((None, "a"), ("loud-model", "loud"))]
+    with FakeStanceJudge() as judge:
+        scorer = StanceJudgeScorer(MODEL, judge.base_url, concurrency=2)
+        try:
+            out = scorer(pl.DataFrame(rows))
+        finally:
+            scorer.close()
+    assert out["subset"].to_list() == ["improvised"] * 2 + ["naturalistic"] * 2
+    assert out["split"].to_list() == ["dev"] * 4 and out["error"].null_count() == 4
+    path = tmp_path / "stances.parquet"
+    out.write_parquet(path)
+    metrics = evaluate_files([path], tmp_path / "m.json", subsets=("naturalistic",))
+    assert metrics["systems"]["loud-model"]["stances"]["n_rows"] == 1
+    with pytest.raises(ManifestError, match=r"stances.parquet: no row of split test"):
+        evaluate_files([path], tmp_path / "n.json", splits=("test",))
