@@ -270,9 +270,11 @@ def test_distributional_metrics_per_system_and_pca_against_sklearn():
 
 def test_too_few_answers_give_no_clustering_with_the_reason(tmp_path):
     per_system, pooled = distributional_metrics(_rows(3), ["human", "fast", "slow"], "human")
-    assert pooled["clusters"] == [] and pooled["reason"] == "no feature has enough values in every system"
+    assert pooled["clusters"] == [] and pooled["reason"] == (
+        "no feature has 5 values, two of them different, in every system "
+        "(e.g. f0_min: system 'human' has 3 finite value(s) (fewer than 5))")
     assert per_system["fast"]["features"]["tmp_duration_s"]["n"] == 3
-    with pytest.raises(NoPlotData, match="explainable-feature PCA skipped: no feature has enough values"):
+    with pytest.raises(NoPlotData, match="explainable-feature PCA skipped: no feature has 5 values"):
         plot_feature_pca(pooled, tmp_path / "pca.png", ["human"])
 
 

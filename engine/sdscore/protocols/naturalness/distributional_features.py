@@ -175,7 +175,9 @@ def _clusters(per_system: dict, matrix: np.ndarray, systems: np.ndarray, rows: p
             "fitted_on": "every system's scored rows pooled"}
     try:
         if not keep:
-            raise ValueError("no feature has enough values in every system")
+            first = next(iter(dropped.items()))
+            raise ValueError(f"no feature has {MIN_VALID} values, two of them different, in every system "
+                             f"(e.g. {first[0]}: {first[1]})")
         model = fit_clusters(matrix[:, keep], names)
     except ValueError as error:
         return {**base, "clusters": [], "reason": str(error)}
