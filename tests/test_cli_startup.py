@@ -51,11 +51,105 @@ def test_help_of_every_command_imports_no_heavy_module():
 
 
 def test_the_probe_sees_a_heavy_import():
-    """The check above can fail: a protocol's Scorer, asked for by name, imports the stack the help must not."""
-    done = subprocess.run([sys.executable, "-c", "import sys, sdscore.protocols.consistency as c; c.ConsistencyScorer; "
+    """The check above can fail: the reward runtime's scorer, asked for by name, imports the stack the help
+    must not (the consistency Scorer, the earlier example, now imports torch only when it scores)."""
+    done = subprocess.run([sys.executable, "-c", "import sys; from sdscore.runtime.reward.episode_scorer import RewardScorer; "
                            "print('torch' in sys.modules)"], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
+
+
+_VERB_PROBE = """
+import json, sys
+from sdscore.cli import main
+code = main(json.loads(sys.argv[1]))
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+PROTOCOL_NAMES = ("reward", "judge", "consistency", "naturalness", "arena")
+#: what only `eval` metrics use (scipy.stats, sklearn), and torch's compiler stack (torch._dynamo, ~1.4 s)
+EVAL_ONLY = ("sdscore.metrics", "scipy.stats", "sklearn")
+
+
+def _other_protocols(name: str) -> tuple[str, ...]:
+    return tuple(f"sdscore.protocols.{other}" for other in PROTOCOL_NAMES if other != name)
+
+
+def _run_verb(argv: list[str]) -> tuple[int, set[str]]:
+    """(exit code, every module imported) of `sdscore ARGV` run in a fresh interpreter."""
+    done = subprocess.run([sys.executable, "-c", _VERB_PROBE, json.dumps(argv)], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.splitlines()[-1])
+    return report["code"], set(report["modules"])
+
+
+def _loaded(modules: set[str], names) -> list[str]:
+    """The names among `names` that are loaded, as themselves or through a submodule."""
+    return sorted(n for n in names if n in modules or any(m.startswith(n + ".") for m in modules))
+
+
+@pytest.fixture(scope="module")
+def scored_reward(tiny_corpus, tmp_path_factory):
+    """(results file, modules) of `score reward` on the tiny corpus with the bundled compact model."""
+    out = tmp_path_factory.mktemp("startup") / "reward.parquet"
+    code, modules = _run_verb(["score", "reward", str(tiny_corpus / "reward_pairs.parquet"), "--out", str(out)])
+    assert code == 0
+    return out, modules
+
+
+def test_score_reward_imports_only_its_protocol(scored_reward):
+    """`score reward` loads torch and the reward package (what it runs), none of the other four protocols'
+    packages (the parser declares only the options of the protocol named), nothing only `eval` uses and
+    not torch._dynamo (the compact model's meta-device weight check builds nothing that needs it)."""
+    _, modules = scored_reward
+    assert _loaded(modules, ("torch", "sdscore.protocols.reward")) == ["sdscore.protocols.reward", "torch"]
+    assert _loaded(modules, _other_protocols("reward") + EVAL_ONLY + ("torch._dynamo",)) == []
+
+
+def test_eval_reward_imports_no_torch_and_no_other_protocol(scored_reward, tmp_path):
+    results, _ = scored_reward
+    code, modules = _run_verb(["eval", "reward", str(results), "--out", str(tmp_path / "metrics.json")])
+    assert code == 0 and (tmp_path / "metrics.json").is_file()
+    assert _loaded(modules, ("sdscore.protocols.reward", "sdscore.metrics")) == ["sdscore.metrics", "sdscore.protocols.reward"]
+    assert _loaded(modules, _other_protocols("reward") + ("torch",)) == []
+
+
+def test_eval_arena_imports_no_torch_and_no_other_protocol(tiny_corpus, tmp_path):
+    code, modules = _run_verb(["eval", "arena", str(tiny_corpus / "battles.parquet"), "--out",
+                               str(tmp_path / "metrics.json")])
+    assert code == 0 and (tmp_path / "metrics.json").is_file()
+    assert "sdscore.protocols.arena" in modules
+    assert _loaded(modules, _other_protocols("arena") + ("torch",)) == []
+
+
+def test_consistency_metrics_import_no_torch():
+    """`eval consistency` reads the scorer module's RESULTS and flag_turns; torch loads only to score."""
+    code = "import sys, sdscore.protocols.consistency.evaluate; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False"]
+
+
+def test_the_parser_of_one_protocol_declares_only_its_options():
+    """A `score`/`eval` command line of one protocol builds that protocol's options only; without one
+    (help, docs tables) every protocol's options are declared."""
+    from sdscore.cli import build_parser, selected_protocol
+
+    assert selected_protocol(["score", "reward", "x.parquet"]) == "reward"
+    assert selected_protocol(["eval", "arena"]) == "arena"
+    assert selected_protocol(["score", "--help"]) is None and selected_protocol(["corpus", "reward"]) is None
+    assert selected_protocol(None) is None
+
+    def options(parser, verb, name):
+        sub = next(a for a in parser._subparsers._group_actions if a.dest == "command").choices[verb]
+        kind = next(a for a in sub._subparsers._group_actions if a.dest == "protocol").choices[name]
+        return {o for a in kind._actions for o in a.option_strings}
+
+    one, full = build_parser(["score", "reward", "x.parquet"]), build_parser()
+    assert options(one, "score", "reward") == options(full, "score", "reward")
+    assert options(one, "score", "judge") == {"-h", "--help"} != options(full, "score", "judge")
+    assert options(one, "eval", "arena") == {"-h", "--help"} != options(full, "eval", "arena")
 
 
 LAZY_PACKAGES = ["sdscore.protocols.reward", "sdscore.protocols.judge", "sdscore.protocols.consistency",

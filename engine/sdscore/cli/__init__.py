@@ -86,7 +86,19 @@ def _print_demo(report: dict) -> None:
         console.print(f"[red]stage {name} failed:[/red] {error}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def selected_protocol(argv: list[str] | None) -> str | None:
+    """The protocol of a `score PROTOCOL ...` / `eval PROTOCOL ...` command line, else None."""
+    from sdscore.protocols.registry import PROTOCOLS
+
+    if argv is not None and len(argv) >= 2 and argv[0] in ("score", "eval") and argv[1] in PROTOCOLS:
+        return argv[1]
+    return None
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The whole CLI parser; given the command line of a `score`/`eval` of one protocol, only that
+    protocol's options are declared (the others keep their name and help), so a command imports the
+    options, settings and choices of the protocol it runs and of no other."""
     from sdscore import __version__
 
     parser = argparse.ArgumentParser(prog="sdscore", description=__doc__)
@@ -106,8 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--size", choices=["tiny", "small", "medium"], default="small")
     demo.set_defaults(func=_cmd_demo)
 
-    add_score_parser(sub)
-    add_eval_parser(sub)
+    only = selected_protocol(argv)
+    add_score_parser(sub, only)
+    add_eval_parser(sub, only)
     add_corpus_parser(sub)
     add_export_parser(sub)
     add_report_parser(sub)
@@ -122,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # from here an interrupt is reported below
     args = None
     try:
-        args = build_parser().parse_args(argv)
+        argv = sys.argv[1:] if argv is None else list(argv)
+        args = build_parser(argv).parse_args(argv)
         return args.func(args)
     except (SdscoreError, FileNotFoundError, IsADirectoryError, ValueError) as exc:
         console.print("[red]error:[/red]", escape(str(exc)), soft_wrap=True)  # one line, however long

@@ -168,13 +168,16 @@ def _cmd_score(args: argparse.Namespace) -> int:
     return 1 if summary.failed else 0
 
 
-def add_score_parser(sub) -> None:
-    """`sdscore score PROTOCOL MANIFEST --out OUT.parquet [runtime options] [protocol options]`."""
+def add_score_parser(sub, only: str | None = None) -> None:
+    """`sdscore score PROTOCOL MANIFEST --out OUT.parquet [runtime options] [protocol options]`; with
+    `only`, the other protocols get their name and help but no options (their modules stay unloaded)."""
     score = sub.add_parser("score", help="score a manifest; writes one output row per input row")
     protocols = score.add_subparsers(dest="protocol", required=True)
     for entry in PROTOCOLS.values():
         if entry.scores:
             parser = protocols.add_parser(entry.name, help=entry.help)
+            if only is not None and entry.name != only:
+                continue
             _add_runtime_options(parser)
             entry.options().add_score_options(parser)
     score.set_defaults(func=_cmd_score)
@@ -206,13 +209,16 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_eval_parser(sub) -> None:
-    """`sdscore eval PROTOCOL RESULTS... --out METRICS.json [its options]`: each kind its own options and help."""
+def add_eval_parser(sub, only: str | None = None) -> None:
+    """`sdscore eval PROTOCOL RESULTS... --out METRICS.json [its options]`: each kind its own options and
+    help; with `only`, the other kinds get their name and help but no options."""
     ev = sub.add_parser("eval", help="metrics of results files (arena: of a battles manifest)")
     kinds = ev.add_subparsers(dest="protocol", required=True, metavar="{" + ",".join(PROTOCOLS) + "}")
     for entry in PROTOCOLS.values():
         parser = kinds.add_parser(entry.name, help=f"{entry.help}: metrics of {entry.results_help.split(' (')[0]}",
                                   description=f"Metrics of {entry.results_help}, written as METRICS.json.")
+        if only is not None and entry.name != only:
+            continue
         parser.add_argument("results", nargs="+", type=Path, metavar="RESULTS", help=entry.results_help)
         parser.add_argument("--out", required=True, help="METRICS.json")
         if entry.plot_help:

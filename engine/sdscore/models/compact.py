@@ -192,18 +192,27 @@ class CompactRewardModel(RewardModel):
         self.sample_rate = self.config.sample_rate
         self.padding_side = self.config.padding_side
         c = self.config
-        self.embed = nn.Embedding(c.bytes_per_token * bt.VOCAB_SIZE, c.d_model)  # one table per patch slot
-        self.segment = nn.Embedding(bt.N_SEGMENTS, c.d_model)
+        # Built on the meta device (the weight-file check of from_dir), nothing is computed: normal_
+        # or arange on a meta tensor runs torch's Python reference, which imports torch._dynamo (~1.4 s
+        # of a `score reward` start-up).
+        meta = torch.get_default_device().type == "meta"
+        self.embed = _embedding(c.bytes_per_token * bt.VOCAB_SIZE, c.d_model, meta)  # one table per patch slot
+        self.segment = _embedding(bt.N_SEGMENTS, c.d_model, meta)
         self.frame_proj = nn.Linear(c.frame_size, c.d_model)
         self.blocks = nn.ModuleList(_Block(c.d_model, c.n_heads, c.ff_size, c.dropout) for _ in range(c.n_layers))
         self.norm = nn.LayerNorm(c.d_model)
         self.pooler = Pooler(c.pooling, c.d_model)
         self.score_head = nn.Linear(c.d_model, 1, bias=False)
-        inv_freq = torch.exp(torch.arange(0, c.d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / c.d_model))
+        if meta:  # shapes only (arange on the meta device takes the same _dynamo import)
+            inv_freq = torch.empty(c.d_model // 2)
+            slot_offset = torch.empty(c.bytes_per_token, dtype=torch.int64)
+        else:
+            inv_freq = torch.exp(torch.arange(0, c.d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / c.d_model))
+            slot_offset = torch.arange(c.bytes_per_token, dtype=torch.int64) * bt.VOCAB_SIZE
         self.register_buffer("inv_freq", inv_freq, persistent=False)
-        slot_offset = torch.arange(c.bytes_per_token, dtype=torch.int64) * bt.VOCAB_SIZE
         self.register_buffer("slot_offset", slot_offset, persistent=False)
-        self._init_weights()
+        if not meta:
+            self._init_weights()
 
     def _init_weights(self) -> None:
         for module in self.modules():
@@ -525,6 +534,13 @@ class CompactRewardModel(RewardModel):
             dtype = None if options.get("dtype") is None else resolve_dtype(options["dtype"], device)
             model = model.to(device=device, dtype=dtype)
         return model
+
+
+def _embedding(rows: int, width: int, meta: bool) -> nn.Embedding:
+    """nn.Embedding(rows, width); on the meta device without its normal_ initialisation."""
+    if meta:
+        return nn.Embedding(rows, width, _weight=torch.empty(rows, width))
+    return nn.Embedding(rows, width)
 
 
 def _spans(keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:

@@ -20,9 +20,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import torch
 
-from sdscore import kernels
 from sdscore.corpus import CONSISTENCY_INSTANCES
 from sdscore.features.speaker import SpeakerEmbedder
 from sdscore.llm_judges.client import configured_client
@@ -178,6 +176,10 @@ def score_consistency(
     inconsistent_pred and flagged_turns, discrimination rows the ranking (scenario labels of the
     candidates, best first) and candidate_scores (in the manifest's candidate order).
     """
+    import torch  # here, not at the top: `eval consistency` reads RESULTS and flag_turns without torch
+
+    from sdscore import kernels
+
     threshold = check_method(method, threshold, getattr(embedder, "name", None))
     frame = with_manifest_columns(frame)
     index, embeddings, errors = prepare_consistency(frame, embedder, progress)
