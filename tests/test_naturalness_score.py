@@ -161,6 +161,12 @@ def test_language_rules_follow_the_authors():
     assert ex.run(cut, {"transcript": [texts[0]]})["language"] == [TOO_SHORT]
 
 
+def test_the_bundled_text_model_is_read_once_per_process():
+    from sdscore.features.language import LanguageId, text_identifier
+
+    assert LanguageId().identifier is LanguageId().identifier is text_identifier()
+
+
 # ---- latency and interruption ------------------------------------------------------------------
 
 def test_timing_formulas():

@@ -10,6 +10,7 @@ confidence" (its probability is still given); an empty transcript is "unknown - 
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from collections.abc import Mapping
 from typing import ClassVar
@@ -29,9 +30,16 @@ NO_WORDS = "unknown - no words"
 
 
 def text_identifier():
-    """py3langid's bundled model with normalised probabilities."""
+    """py3langid's bundled model with normalised probabilities: one per process, read once (its
+    LZMA-packed model takes ~0.5 s of CPU to unpack, which every Scorer built in a process paid
+    again) and shared — ``classify`` only reads it."""
     if importlib.util.find_spec("py3langid") is None:
         raise MissingDependencyError("text language ID needs py3langid: pip install py3langid")
+    return _bundled_text_identifier()
+
+
+@functools.cache
+def _bundled_text_identifier():
     from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
 
     return LanguageIdentifier.from_modelpath(MODEL_DIR / MODEL_FILE, norm_probs=True)
