@@ -359,7 +359,7 @@ def test_latex_table_iii(tmp_path):
     tex = (tmp_path / "table.tex").read_text()
     assert metrics["latex"] == str(tmp_path / "table.tex") and tex == format_latex(metrics)
     lines = tex.splitlines()
-    assert lines[0].startswith(r"\begin{tabular}{l|cccc|ccc|c|cccc|cccc|ccc|ccc}") and lines[1] == r"\toprule"
+    assert lines[0].startswith(r"\begin{tabular}{l|cccc|ccc|cc|cccc|cccc|ccc|ccc}") and lines[1] == r"\toprule"
     assert r"\multicolumn{4}{c}{Speech quality} & \multicolumn{3}{c}{Interruptions}" in lines[2]
     assert r"Latency (ms)$\downarrow$" in lines[3] and r"Pitch var.$\uparrow$" in lines[3]
     human_row = next(i for i, line in enumerate(lines) if line.startswith("human &"))

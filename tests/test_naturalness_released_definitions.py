@@ -20,6 +20,7 @@ from sdscore.audio import load
 from sdscore.manifests import read_manifest
 from sdscore.protocols.naturalness.evaluate import speaker_normalised
 from sdscore.protocols.naturalness.results import RESULTS
+from sdscore.protocols.naturalness.dialogue_activity import flat
 from sdscore.protocols.naturalness.scorer import NaturalnessScorer, asker, question_turn
 from sdscore.protocols.naturalness.selection import select_dialogues
 
@@ -111,6 +112,12 @@ def test_scoring_the_authors_metadata(selected_rows, tmp_path):
         text = source["transcript_question"]
         assert row["asker"] == max(source["speakers"].split("|"), key=lambda name: text.rfind(f"{name}: "))
         assert len(questions[source["audio_path"]]["vad_channels"]) == 2  # stereo: each channel's VAD
+        channels = questions[source["audio_path"]]["vad_channels"]  # the turn-taking scores' voice activity
+        asker_channel = source["speakers"].split("|").index(row["asker"])
+        assert row["question_va_asker"] == flat(channels[asker_channel])
+        assert row["question_va_answerer"] == flat(channels[1 - asker_channel])
+        assert row["answer_offset_s"] == pytest.approx(source["question_end_time"] + source["answer_start_time"])
+        assert row["answer_va"] is not None and "turn_taking_vap: no VAP checkpoint folder" in row["unavailable"]
         turn = load(source["audio_path"], 16000, offset=source["context_end_time"])  # both channels mixed
         with torch.inference_mode():
             raw = model(**fe([turn], sampling_rate=16000, return_tensors="pt")).logits[0].double().numpy()

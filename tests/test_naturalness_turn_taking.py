@@ -196,7 +196,7 @@ def test_table_iii_turn_taking_column_leaves_each_conversation_out(tmp_path):
     assert "turn_taking_ngram" in metrics["definitions"] and "nats per frame" in metrics["definitions"]["turn_taking_ngram"]
     assert "TT-ngram" in format_table(metrics)
     tex = format_latex(metrics)
-    assert r"\multicolumn{1}{c}{Turn-Taking}" in tex and r"N-gram surpr.\ (nats)$\downarrow$" in tex
+    assert r"\multicolumn{2}{c}{Turn-Taking}" in tex and r"N-gram surpr.\ (nats)$\downarrow$" in tex
     # the per-row scores are the same however the rows are ordered (batched == one by one)
     shuffled = with_ngram_scores(_results((human + late)[::-1]), set())
     assert shuffled["turn_taking_ngram"].to_list()[::-1] == scored["turn_taking_ngram"].to_list()

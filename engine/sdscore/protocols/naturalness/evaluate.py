@@ -24,6 +24,11 @@ row) of the same rows, as the authors' benchmark_line --use-std):
 - dialectal_beta, dialectal_variance, arousal/valence/dominance_rho, pitch_variation: see
   sdscore.metrics.naturalness; rows whose dialect vectors hold a non-finite value are left out.
 
+Turn-taking (Table III's Turn-Taking, Fig. 2 top): turn_taking_ngram, the model-free baseline, is
+computed here from the rows' voice-activity columns (turn_taking_ngram.py: a 5-gram fitted on these
+results' question clips, each answer's own conversation left out); turn_taking_vap is the Scorer's
+(--turn-taking-model). Both are means over scored rows with a value, in nats per frame.
+
 Stances (Table III's same / more negative / more positive %, Fig. 5) come from the stance judge's
 results files (`score naturalness --judge openai`), given beside the feature results: see
 stance_eval.py; a system without them has the three values null with the reason.
@@ -73,14 +78,14 @@ PAIRED_METRICS: dict[str, bool] = {
     "latency_ms": True, "latency_paper_ms": True, "latency_onset_ms": True, "interrupted_ms": False,
     "mos_dnsmos_ovrl": False, "mos_p808": False, "mos_local": False,
     **{f"{m}_{e}": False for e in ASR_ENGINES for m in ("wer", "cer", "wer_clean", "cer_clean")},
-    "answer_duration_s": False, "voiced_ratio": False, "turn_taking_ngram": False,
+    "answer_duration_s": False, "voiced_ratio": False, "turn_taking_ngram": False, "turn_taking_vap": False,
 }
 #: Words of the `unavailable` notes ("group: reason") that explain each column's nulls.
 _NOTE_WORDS = {"mos_dnsmos_ovrl": ("mos",), "mos_p808": ("mos",), "mos_local": ("mos_local",),
                "latency_ms": ("latency_ms",), "latency_paper_ms": ("latency_paper_ms",),
                "language": ("language", "lid"),
                "dialect": ("dialect",), "avd": ("emotion", *AVD), "f0": ("f0", "pitch"),
-               "turn_taking_ngram": ("turn-taking",)}
+               "turn_taking_ngram": ("turn-taking",), "turn_taking_vap": ("turn_taking_vap", "turn-taking")}
 _ENGLISH = {"en", "eng", "english"}
 #: the interruption values a half-duplex system leaves null
 INTERRUPTION_KEYS = ("interrupted_pct", "interrupted_ms")
@@ -270,6 +275,7 @@ def _system_metrics(system: _System, normalised: pl.DataFrame) -> dict:
         out["interrupted_pct"] = _mean(system, "interrupted", scale=100.0, all_rows=True)
         out["interrupted_ms"] = _mean(system, "interrupted_ms", all_rows=True)
     out["turn_taking_ngram"] = _mean(system, "turn_taking_ngram")
+    out["turn_taking_vap"] = _mean(system, "turn_taking_vap")
     out.update(_language(system))
     out.update(_dialect(system))
     out.update(_avd(system))
@@ -432,6 +438,9 @@ DEFINITIONS = {
                              "(test) rows; friedman_vs_reference: the paired Friedman test against the reference "
                              "(emotional_naturalness_eval.py; emotional_naturalness_calibration: the shift and split)",
     "turn_taking_ngram": TURN_TAKING_NGRAM,
+    "turn_taking_vap": "nats per 50 Hz frame: VAP evaluators' (--turn-taking-model) mean -ln P(observed state of the "
+                       "next 2 s of both speakers' voice activity, 4 bins each) over the answer window, averaged over "
+                       "the evaluators; lower is more typical",
     "pitch_variation": "mean over f0 min/p10/p25/median/p75/p90/max of the std (ddof=1) of values "
                        "divided by the mean f0_mean of the same (system, asker)",
     "paired_tests": f"{WILCOXON}, rows paired by question_key; p_value null with a reason when undefined",
@@ -455,7 +464,7 @@ DEFINITIONS = {
 TABLE_COLUMNS = (
     ("DNSMOS", "mos_dnsmos_ovrl", 2), ("P.808", "mos_p808", 2), ("WER%", "wer_pct", 1), ("CER%", "cer_pct", 1),
     ("Lat.ms", "latency_ms", 0), ("Int.ms", "interrupted_ms", 0), ("Int.%", "interrupted_pct", 1),
-    ("TT-ngram", "turn_taking_ngram", 3),
+    ("TT-ngram", "turn_taking_ngram", 3), ("TT-VAP", "turn_taking_vap", 3),
     ("Eng.%", "english_pct_known", 1), ("SameDial%", "same_dialect_pct", 1), ("β", "dialectal_beta", 2),
     ("tr(Σ)", "dialectal_variance", 1), ("EmoNat", "emotional_naturalness", 2), ("ρA", "arousal_rho", 2), ("ρV", "valence_rho", 2),
     ("ρD", "dominance_rho", 2), ("Same%", "stance_same_pct", 1), ("Neg%", "stance_more_negative_pct", 1),
@@ -486,7 +495,8 @@ def format_table(metrics: dict, *, std: bool = True) -> str:
     lines.append("DNSMOS/P.808 stand in for UTMOS; WER/CER in percent, pooled over ASR engines (authors' "
                  "normalisation); latency over rows >= 0 (the authors' newest definition); interruptions over all "
                  "rows (- for half-duplex systems); TT-ngram the turn-taking n-gram baseline's surprisal (nats per "
-                 "frame, lower is more typical); English % over known languages; stances (Same/Neg/Pos %) the "
+                 "frame, lower is more typical) and TT-VAP the VAP evaluators' (--turn-taking-model); English % over "
+                 "known languages; stances (Same/Neg/Pos %) the "
                  "answer against the question, from the stance judge's results; ± the sample std.")
     for header, key, _ in TABLE_COLUMNS:  # a value's caveat (a random-weight model's scores), once per column
         caveat = next((v[key]["caveat"] for v in metrics["systems"].values() if v.get(key, {}).get("caveat")), None)

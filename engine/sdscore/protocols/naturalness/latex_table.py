@@ -37,6 +37,7 @@ COLUMNS = (
     Column("Interruptions", "Interr.\\ time (ms)", "interrupted_ms", 0, -1),
     Column("Interruptions", r"Interr.\ \%", "interrupted_pct", 1, -1),
     Column("Turn-Taking", r"N-gram surpr.\ (nats)", "turn_taking_ngram", 3, -1),
+    Column("Turn-Taking", r"VAP surpr.\ (nats)", "turn_taking_vap", 3, -1),
     Column("Language and Dialect", r"English \%", "english_pct_known", 1, +1),
     Column("Language and Dialect", r"Same dialect \%", "same_dialect_pct", 1, +1),
     Column("Language and Dialect", r"Dialectal $\beta$", "dialectal_beta", 2, +1),

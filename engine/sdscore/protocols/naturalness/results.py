@@ -48,6 +48,9 @@ Definitions (SPEARBench, corrected by the authors' released code where they diff
   (the answer clip's), answer_offset_s (question_end_time + answer_start_time: where the answer clip
   starts on the question clip's timeline): the two-speaker voice activity the turn-taking scores read
   (dialogue_activity.py); null, with a "turn-taking:" note, for a mono question clip.
+- turn_taking_vap: with --turn-taking-model, the VAP evaluators' mean surprisal of the observed future
+  voice-activity state over the answer window, nats per 50 Hz frame (turn_taking_vap.py). Eval adds
+  turn_taking_ngram, the model-free baseline (turn_taking_ngram.py).
 - unavailable: "column group: reason" for every group left null on a scored row, joined by "; ".
 - error: why the row could not be scored (its audio, or its manifest row); null when fine.
 """
@@ -133,6 +136,7 @@ RESULTS = pl.Schema({
     "question_va_answerer": pl.List(pl.Float64),
     "answer_va": pl.List(pl.Float64),
     "answer_offset_s": pl.Float64,
+    "turn_taking_vap": pl.Float64,
     "unavailable": pl.String,
     "error": pl.String,
 })

@@ -12,8 +12,10 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import polars as pl
 
+from sdscore.errors import AudioError
 from sdscore.llm_judges.scoring_jobs import judge_job
 from sdscore.metrics.text_errors import error_rates
 from sdscore.protocols.naturalness.clip_features import ClipFeatures
@@ -42,11 +44,15 @@ from sdscore.runtime.scorer import ScoringJob
 from sdscore.runtime.settings import SettingsError, build
 
 MODEL_OPTIONS = ("whisper_dir", "lid_dir", "dialect_dir", "emotion_dir", "mos_dir", "emotional_naturalness_dir")
+#: the VAP evaluators' folder (turn_taking_vap.py), a model option beside MODEL_OPTIONS
+TURN_TAKING_OPTION = "turn_taking_model"
 MISSING_MODEL = {
     "whisper": "no Whisper folder given (--whisper-dir)",
     "mos_local": "no local MOS model given (--mos-dir); UTMOS ships in no package, DNSMOS OVRL and P.808 stand in",
     "dialect": "no dialect classifier given (--dialect-dir); Voxlect-English ships in no package",
     "emotion": "no arousal/valence/dominance model given (--emotion-dir); none ships in a package",
+    "turn_taking_vap": "no VAP checkpoint folder given (--turn-taking-model); VAP's weights ship in no package "
+                       "(eval's model-free n-gram baseline scores turn-taking instead)",
     "emotional_naturalness": "no emotional-naturalness predictor given (--emotional-naturalness-dir); TRACE's "
                              "weights ship in no package",
 }
@@ -88,6 +94,11 @@ class NaturalnessScorer:
                                 "arousal/valence/dominance")
         self.emotional = (EmotionalNaturalness(s.emotional_naturalness_dir)
                           if s.emotional_naturalness_dir is not None else None)
+        self.turn_taking = None  # loaded before the clip features start their worker processes
+        if s.turn_taking_model is not None:
+            from sdscore.protocols.naturalness.turn_taking_vap import VapEvaluators
+
+            self.turn_taking = VapEvaluators(s.turn_taking_model)
         self.features = ClipFeatures(whisper_dir=s.whisper_dir, lid_dir=s.lid_dir, dialect_dir=s.dialect_dir,
                                      emotion_dir=s.emotion_dir, mos_dir=s.mos_dir, jobs=s.jobs, cache_dir=s.cache_dir,
                                      max_audio_seconds=s.max_audio_seconds,
@@ -111,6 +122,7 @@ class NaturalnessScorer:
         turns = self._question_turns(usable)
         out = [self._row(r, answers, questions, turns) for r in records]
         self._emotional_naturalness(records, out, answers, turns)
+        self._turn_taking_vap(records, out)
         return pl.DataFrame(out, schema=RESULTS)
 
     def _emotional_naturalness(self, records: list[dict], out: list[dict], answers: dict, turns: dict) -> None:
@@ -136,6 +148,29 @@ class NaturalnessScorer:
                 notes = [f"question turn: {item['why']}"]
             for note in notes:
                 _note(out[i], f"emotional naturalness: {note}")
+
+    def _turn_taking_vap(self, records: list[dict], out: list[dict]) -> None:
+        """turn_taking_vap of the scored rows with voice activity (turn_taking_vap.py), each dialogue
+        alone; why not in `unavailable` (a row without activity has its "turn-taking:" note)."""
+        for r, row in zip(records, out):
+            if row.get("error") is not None or row.get("question_va_asker") is None:
+                continue
+            if self.turn_taking is None:
+                why = MISSING_MODEL["turn_taking_vap"]
+            else:
+                from sdscore.audio import load
+                from sdscore.protocols.naturalness.channels import read_channels
+                from sdscore.protocols.naturalness.turn_taking_vap import SAMPLE_RATE, vap_surprisal
+
+                try:
+                    asker = _channel(r, row["asker"])
+                    question = np.stack(read_channels(r["audio_path"], [asker, 1 - asker], SAMPLE_RATE))
+                    answer = load(r["answer_audio_path"], SAMPLE_RATE)
+                    row["turn_taking_vap"] = vap_surprisal(self.turn_taking, question, answer, row)
+                    continue
+                except (AudioError, ValueError) as error:
+                    why = str(error)
+            row["unavailable"] = "; ".join(filter(None, [row.get("unavailable"), f"turn_taking_vap: {why}"]))
 
     def _question_turns(self, usable: list[dict]) -> dict:
         """The question turns' emotion dimensions (only with an emotion model)."""
@@ -292,9 +327,9 @@ def scoring_job(**settings: Any) -> ScoringJob:
     jobs = settings.get("jobs")
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise ValueError(f"jobs must be a whole number >= 1, got {jobs!r}")
-    for name in (*MODEL_OPTIONS, "cache_dir"):
+    for name in (*MODEL_OPTIONS, TURN_TAKING_OPTION, "cache_dir"):
         if name in settings:
             settings[name] = os.path.abspath(settings[name])
-    model_dir = next((settings[name] for name in MODEL_OPTIONS if name in settings), None)
+    model_dir = next((settings[name] for name in (*MODEL_OPTIONS, TURN_TAKING_OPTION) if name in settings), None)
     # NaturalnessSettings marks jobs and cache_dir volatile: a resumed run may change them
     return ScoringJob(SPEC, NaturalnessScorer, settings, model_dir=model_dir)

@@ -36,6 +36,10 @@ class NaturalnessSettings:
                                   "docs/naturalness.md); needs --emotion-dir, whose model gives the emotion embeddings")
     mos_dir: Path | None = setting(None, group=_MODELS,
                                    help="model.onnx: 16 kHz waveform [1, T] -> one MOS (e.g. UTMOS)")
+    turn_taking_model: Path | None = setting(
+        None, group=_MODELS, help="VAP turn-taking evaluators: a folder in the authors' released checkpoint layout "
+                                  "(VAP_state_dict.pt; every *.pt state dict in it is one evaluator, their surprisals "
+                                  "averaged); default: only the model-free n-gram baseline at eval")
     jobs: int | None = setting(None, volatile=True,
                                help="worker processes for pocketsphinx and Praat (default: the compute budget's cores; 1 inside a processes/ray worker)")
     cache_dir: Path | None = setting(None, volatile=True, help=_CACHE_HELP)
