@@ -275,3 +275,42 @@ def test_stance_results_carry_subset_and_split_and_eval_filters_them(tmp_path):
     assert metrics["systems"]["loud-model"]["stances"]["n_rows"] == 1
     with pytest.raises(ManifestError, match=r"stances.parquet: no row of split test"):
         evaluate_files([path], tmp_path / "n.json", splits=("test",))
+
+
+def test_a_conversations_table_adds_relationship_and_prompt_to_the_metadata(corpus, tmp_path):
+    table = tmp_path / "conversations.csv"
+    pl.DataFrame({"conversation_id": [A, B, "V09_S0009_I00000009"], "relationship": ["friends", None, "x"],
+                  "conversation_prompt": ["Talk about your weekend.", "Talk about tea.", "x"],
+                  "notes": ["ignored", "ignored", "ignored"]}).write_csv(table)
+    with pytest.warns(UserWarning, match="skipped"):  # the malformed interactions of improvised/dev
+        summary = select_dialogues(corpus, tmp_path / "out", splits=["test", "dev"], conversations=table)
+    rows = {r["conversation_id"]: r for r in pl.read_csv(tmp_path / "out" / "metadata.csv").iter_rows(named=True)}
+    assert (rows[A]["relationship"], rows[A]["conversation_prompt"]) == ("friends", "Talk about your weekend.")
+    assert (rows[B]["relationship"], rows[B]["conversation_prompt"]) == (None, "Talk about tea.")
+    assert summary["conversation_info"] == {"relationship": 1, "conversation_prompt": 2}
+    # the CLI: the same table; a segments table of its own that disagrees skips that conversation
+    labels = {A: "colleagues", B: None}
+    segments = _table(tmp_path, corpus, relationship=lambda c: labels[c])
+    out = tmp_path / "cli"
+    assert main(["corpus", "select-dialogues", str(segments), "--out", str(out), "--conversations", str(table)]) == 1
+    assert pl.read_csv(out / "metadata.csv")["conversation_id"].to_list() == [B]
+    skipped = json.loads((out / "selection.json").read_text())["skipped"]
+    assert skipped[0]["conversation_id"] == A
+    assert f"conversation '{A}' has relationship 'friends' where {segments} has 'colleagues'" in skipped[0]["problems"][0]
+
+
+@pytest.mark.parametrize("frame, match", [
+    ({"conversation_id": ["a"], "notes": ["x"]}, r"conversations.csv: a conversations table needs conversation_id "
+                                                 r"and one or more of relationship, conversation_prompt"),
+    ({"conversation_id": ["a", "a"], "relationship": ["x", "y"]}, r"conversations.csv row 2: conversation 'a' is also "
+                                                                  r"in row 1; one row per conversation"),
+    ({"conversation_id": [None, "b"], "relationship": ["x", "y"]}, r"conversations.csv row 1: conversation_id is "
+                                                                   r"missing"),
+])
+def test_bad_conversations_tables_are_refused(tmp_path, frame, match):
+    from sdscore.protocols.naturalness.selection import read_conversations
+
+    path = tmp_path / "conversations.csv"
+    pl.DataFrame(frame, schema={c: pl.String for c in frame}).write_csv(path)
+    with pytest.raises(ManifestError, match=match):
+        read_conversations(path)

@@ -49,6 +49,7 @@ def _cmd_select_dialogues(args: argparse.Namespace) -> int:
             min_answer_seconds=args.min_answer_seconds, backchannel_max=args.backchannel_max,
             mask_answer_overlap=args.mask_answer_overlap, overwrite=args.overwrite,
             errors="raise" if args.strict else "skip", progress=progress, subsets=args.subset, splits=args.split,
+            conversations=args.conversations,
         )
     for entry in summary["skipped"]:
         console.print(f"[yellow]skipped conversation {escape(repr(entry['conversation_id']))}:[/yellow]")
@@ -120,6 +121,9 @@ def add_corpus_parser(sub) -> None:
     select.add_argument("--subset", action="append", metavar="SUBSET",
                         help="only conversations of this subset (Seamless Interaction: improvised or naturalistic; a "
                         "table: its subset column); repeat for several")
+    select.add_argument("--conversations", type=Path, metavar="TABLE",
+                        help="per conversation_id its relationship and/or conversation_prompt (the emotional-"
+                        "naturalness inputs), written beside each dialogue in metadata.csv")
     select.add_argument("--split", action="append", metavar="SPLIT",
                         help="only conversations of this split (Seamless Interaction: train, dev or test; a table: "
                         "its split column); repeat for several")

@@ -6,6 +6,8 @@ channel of a multi-channel file; absent or null: the file is that speaker's own 
 Or a Seamless Interaction folder (seamless_reader.py): its interactions become the conversations,
 each with its subset (improvised/naturalistic) and split (train/dev/test); a table may carry the same
 in optional ``subset`` and ``split`` columns. ``subsets`` / ``splits`` keep only those conversations.
+A conversation's ``relationship`` and ``conversation_prompt`` (the emotional-naturalness inputs) come
+from optional columns of the same names, or from a conversations table (``conversations``).
 Output: per valid dialogue a question clip, an answer clip and a two-channel dialogue file, and
 metadata.csv in SPEARBench's columns, which `read_manifest` reads as protocol "naturalness".
 
@@ -25,7 +27,7 @@ question's start, question_end_time = its end; answer_start_time relative to the
 speakers "spk1|spk2" in dyad order, transcript_question the context and question utterances and
 transcript_answer the answer's, each utterance written "speaker: text" and joined by spaces (so the
 asker is the last tag of transcript_question); item_id is their dialogue name; then sdscore's
-dialogue_path, subset and split (null when the input does not say).
+dialogue_path, subset, split, relationship and conversation_prompt (null when the input does not say).
 """
 
 from __future__ import annotations
@@ -73,10 +75,14 @@ REQUIRED_COLUMNS = ("conversation_id", "speaker", "start", "end", "text", "audio
 METADATA_COLUMNS = (
     "audio_path", "answer_audio_path", "context_end_time", "question_end_time", "answer_duration",
     "speakers", "conversation_id", "transcript_question", "transcript_answer", "answer_start_time",
-    "finish_reason", "item_id", "dialogue_path", "subset", "split",
+    "finish_reason", "item_id", "dialogue_path", "subset", "split", "relationship", "conversation_prompt",
 )
 #: optional segments-table columns naming each conversation's subset and split (as a Seamless folder's)
 LABEL_COLUMNS = ("subset", "split")
+#: what a conversations table (``conversations=``) may give per conversation_id
+INFO_COLUMNS = ("relationship", "conversation_prompt")
+#: per-conversation values a segments table may carry, written to every dialogue's metadata row
+CONVERSATION_COLUMNS = LABEL_COLUMNS + INFO_COLUMNS
 METADATA_FILE = "metadata.csv"
 SUMMARY_FILE = "selection.json"
 CLIP_FOLDERS = {"question": "audio/question", "answer": "audio/answer", "dialogue": "audio/dialogue"}
@@ -148,9 +154,9 @@ def read_segments(path: str | os.PathLike) -> SegmentTable:
 
 
 def _conversation_labels(frame: pl.DataFrame, source: str) -> tuple[dict, tuple]:
-    """conversation → {subset, split} from the optional LABEL_COLUMNS (first non-null value), and a
-    problem per conversation whose rows disagree."""
-    present = [c for c in LABEL_COLUMNS if c in frame.columns]
+    """conversation → {subset, split, ...} from the optional CONVERSATION_COLUMNS (first non-null
+    value), and a problem per conversation whose rows disagree."""
+    present = [c for c in CONVERSATION_COLUMNS if c in frame.columns]
     labels: dict[str, dict[str, str]] = {}
     problems = []
     if not present:
@@ -166,6 +172,48 @@ def _conversation_labels(frame: pl.DataFrame, source: str) -> tuple[dict, tuple]
                 problems.append((conversation, f"{source}: conversation {conversation!r} has {column} {seen!r} "
                                                f"and {value!r}; a conversation has one {column}"))
     return labels, tuple(dict.fromkeys(problems))
+
+
+def read_conversations(path: str | os.PathLike) -> dict[str, dict[str, str]]:
+    """A conversations table: conversation_id and any of INFO_COLUMNS (other columns are ignored), one
+    row per conversation → {column: value} of its non-null cells. ManifestError naming the file for
+    a missing column and the rows of a repeated conversation_id or a missing id."""
+    table = load_table(path)
+    try:
+        frame = table.frame.collect()
+    except pl.exceptions.PolarsError as error:
+        raise ManifestError(f"{table.source}: could not read the conversations table ({error})") from error
+    given = [c for c in INFO_COLUMNS if c in frame.columns]
+    if "conversation_id" not in frame.columns or not given:
+        raise ManifestError(f"{table.source}: a conversations table needs conversation_id and one or more of "
+                            f"{', '.join(INFO_COLUMNS)} (found: {', '.join(frame.columns) or 'no columns'})")
+    labels = table.locate_rows(range(frame.height))
+    info: dict[str, dict[str, str]] = {}
+    first: dict[str, str] = {}
+    for row, where in zip(frame.select("conversation_id", *given).iter_rows(named=True), labels):
+        conversation = _text(row["conversation_id"])
+        if conversation is None:
+            raise ManifestError(f"{table.source} {where}: conversation_id is missing")
+        if conversation in info:
+            raise ManifestError(f"{table.source} {where}: conversation {conversation!r} is also in "
+                                f"{first[conversation]}; one row per conversation")
+        first[conversation] = where
+        info[conversation] = {c: v for c in given if (v := _text(row[c])) is not None}
+    return info
+
+
+def with_conversations(table: SegmentTable, info: dict[str, dict[str, str]], source: str) -> SegmentTable:
+    """The table with a conversations table's values added to its conversations; a conversation whose
+    segments table says otherwise gets a problem (and is skipped)."""
+    merged = {c: dict(v) for c, v in table.conversations.items()}
+    problems = list(table.problems)
+    for conversation in {s.conversation_id for s in table.segments} | set(merged):
+        for column, value in info.get(conversation, {}).items():
+            seen = merged.setdefault(conversation, {}).setdefault(column, value)
+            if seen != value:
+                problems.append((conversation, f"{source}: conversation {conversation!r} has {column} {value!r} "
+                                               f"where {table.source} has {seen!r}"))
+    return SegmentTable(table.source, table.rows, table.segments, tuple(problems), merged)
 
 
 def read_source(path: str | os.PathLike, *, subsets: Iterable[str] | None = None,
@@ -284,11 +332,13 @@ def select_dialogues(
     progress: Callable[[str, int, int], None] | None = None,
     subsets: Iterable[str] | None = None,
     splits: Iterable[str] | None = None,
+    conversations: str | os.PathLike | None = None,
 ) -> dict:
     """`sdscore corpus select-dialogues`: select, cut and export every valid dialogue; returns the summary.
 
     segments_path: a segments table or a Seamless Interaction folder (read_source); subsets / splits
-    keep only those conversations (None: all).
+    keep only those conversations (None: all); conversations: a table of per-conversation
+    relationship / conversation_prompt (read_conversations) written beside each dialogue.
 
     A conversation with a bad row (or unreadable audio) is skipped with a warning and listed in the
     summary's ``skipped`` (errors="raise": its first problem is raised instead). The selection is
@@ -305,6 +355,8 @@ def select_dialogues(
     subsets = None if subsets is None else tuple(subsets)
     splits = None if splits is None else tuple(splits)
     table = read_source(segments_path, subsets=subsets, splits=splits)
+    if conversations is not None:
+        table = with_conversations(table, read_conversations(conversations), str(conversations))
     plan = plan_dialogues(table, turn_rule=turn_rule, max_context_segments=max_context_segments,
                           min_answer_seconds=min_answer_seconds, backchannel_max=backchannel_max)
     planned, by_conversation, skipped = plan.dialogues, plan.segments, plan.skipped
@@ -348,7 +400,7 @@ def _export_selection(planned, by_conversation, skipped, table, settings, sample
             skipped[conversation] = [str(error)]
         else:
             labels = table.conversations.get(conversation, {})
-            rows.extend({**row, **{c: labels.get(c) for c in LABEL_COLUMNS}} for row in written)
+            rows.extend({**row, **{c: labels.get(c) for c in CONVERSATION_COLUMNS}} for row in written)
     _write_metadata(stage / METADATA_FILE, rows)
 
     skipped_list = [{"conversation_id": c, "problems": p} for c, p in skipped.items()]
@@ -359,6 +411,7 @@ def _export_selection(planned, by_conversation, skipped, table, settings, sample
         "settings": {**settings, "sample_rate": sample_rate},
         "filters": {"subset": None if filters[0] is None else list(filters[0]),
                     "split": None if filters[1] is None else list(filters[1])},
+        "conversation_info": {c: sum(1 for r in rows if r.get(c) is not None) for c in INFO_COLUMNS},
         "rows": table.rows,
         "conversations": len(set(by_conversation) | set(skipped)),
         "selected_conversations": len({r["conversation_id"] for r in rows}),
@@ -525,5 +578,6 @@ def _write_metadata(path: Path, rows: list[dict]) -> None:
 
 
 __all__ = ["TURN_RULES", "Dialogue", "Segment", "SegmentTable", "SelectionPlan", "Turn", "find_dialogues",
-           "merge_turns", "plan_dialogues", "read_segments", "read_source", "released_dialogues",
+           "merge_turns", "plan_dialogues", "read_conversations", "read_segments", "read_source",
+           "released_dialogues", "with_conversations",
            "select_conversation", "select_dialogues", "tagged_transcript"]
