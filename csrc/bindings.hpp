@@ -12,5 +12,7 @@ void bind_audio(pybind11::module_& m);
 void bind_mel(pybind11::module_& m);
 // ops/bindings.cpp: span_attention, span_attention_isa, gelu_, gelu_isa.
 void bind_ops(pybind11::module_& m);
+// rnn/bindings.cpp: lstm_final_hidden, lstm_isa.
+void bind_rnn(pybind11::module_& m);
 
 }  // namespace sdscore

@@ -1,4 +1,4 @@
-# Typed stub of the compiled core `sdscore._core` (csrc/: audio/, mel/, ops/ bindings.cpp and
+# Typed stub of the compiled core `sdscore._core` (csrc/: audio/, mel/, ops/, rnn/ bindings.cpp and
 # module.cpp). Each function's docstring is the binding's own: help(sdscore._core.NAME).
 # tests/test_core_stub.py checks that this stub and the built module name the same functions
 # with the same parameters and defaults.
@@ -66,3 +66,12 @@ def gelu_(
     x: NDArray[np.float32], bias: NDArray[np.float32] | None = None, num_threads: int = 1
 ) -> None: ...
 def gelu_isa() -> str: ...
+
+# rnn: the GE2E speaker encoder's LSTM (csrc/rnn/)
+
+def lstm_final_hidden(
+    x: ArrayLike,
+    layers: Sequence[tuple[ArrayLike, ArrayLike, ArrayLike, ArrayLike]],
+    lengths: ArrayLike | None = None,
+) -> NDArray[np.float32]: ...
+def lstm_isa(hidden: int) -> str: ...

@@ -5,7 +5,9 @@ normalisation to -30 dBFS (increase only), webrtcvad trimming of long silences, 
 power frames (25 ms window, 10 ms hop), 160-frame partial windows at 1.3 per second with 0.75
 minimum coverage, LSTM(3×256) → ReLU(linear) → L2 per partial, mean, L2. The difference is the
 batching: the partial windows of many files go through the LSTM together, which is where the
-time goes.
+time goes. On CPU the LSTM is the compiled core's (csrc/rnn/: one input-projection GEMM per
+layer, then a step kernel with the gate nonlinearities fused), which also gives each partial
+the same bits whichever partials share its call.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from scipy.ndimage import binary_dilation
 from sdscore.checkpoint_files import check_finite, check_floats, load_torch_pickle
 from sdscore.errors import MissingDependencyError, ModelError
 from sdscore.features.cache import hash_file
+from sdscore._native import core
 from sdscore.features.speaker.forward_pool import ForwardPool
 from sdscore.runtime.compute_budget import cores
 
@@ -42,7 +45,7 @@ INT16_MAX = 2**15 - 1
 HIDDEN = 256
 LAYERS = 3
 #: Bumped whenever the pipeline's math changes, so cached embeddings are not reused across it.
-PIPELINE_VERSION = "ge2e-1"
+PIPELINE_VERSION = "ge2e-2"  # 2: the compiled core's LSTM on CPU
 INSTALL_HINT = "pip install resemblyzer 'setuptools<81'"
 
 
@@ -168,6 +171,12 @@ class Ge2eEncoder:
             raise ModelError(f"{path}: not a GE2E checkpoint: {error}") from error
         self.device = torch.device(device)
         self.network.to(self.device).eval()
+        # torch.nn.LSTM's weights per layer, for the compiled core's LSTM on CPU
+        self._lstm_layers = [
+            tuple(np.ascontiguousarray(getattr(self.network.lstm, f"{name}_l{layer}").detach().cpu().numpy())
+                  for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
+            for layer in range(LAYERS)
+        ]
         self.partials_per_batch = int(partials_per_batch)
         self.version = f"{PIPELINE_VERSION}-{hash_file(path)[:16]}"
         self._webrtcvad = _webrtcvad()
@@ -208,10 +217,12 @@ class Ge2eEncoder:
     def embed_waveforms(self, waves: Sequence[np.ndarray]) -> tuple[np.ndarray, list[str | None]]:
         """Embeddings [N, 256] (float32, L2-normed; NaN rows where errors[i] is set) of 16 kHz waves.
 
-        The main thread prepares partial windows while the workers run full LSTM batches of them.
-        Every forward has exactly partials_per_batch rows (the last one padded with zeros): a
-        matmul's rounding depends on its row count, not on a row's place, so a file's embedding
-        is then the same bits whichever files share its call (a resumed run equals a whole one).
+        The main thread prepares partial windows while the workers run LSTM batches of up to
+        partials_per_batch of them. A file's embedding is the same bits whichever files share its
+        call (a resumed run equals a whole one): the core's LSTM computes each row alone, and the
+        output layer (a torch matmul, whose rounding depends on its row count, not on a row's
+        place) always gets exactly partials_per_batch rows, padded with zeros; off CPU the whole
+        forward gets them.
         """
         out = np.full((len(waves), HIDDEN), np.nan, dtype=np.float32)
         errors: list[str | None] = [None] * len(waves)
@@ -235,9 +246,7 @@ class Ge2eEncoder:
                 buffer, buffered = [mels[full:]], buffered - full
         kept = [self.partials_per_batch] * len(results)
         if buffered:
-            rest = torch.cat(buffer)
-            padding = rest.new_zeros((self.partials_per_batch - buffered, *rest.shape[1:]))
-            results.append(self._run(torch.cat([rest, padding])))
+            results.append(self._run(torch.cat(buffer)))
             kept.append(buffered)
         if not owners:
             return out, errors
@@ -253,14 +262,26 @@ class Ge2eEncoder:
         return out, errors
 
     def _run(self, mels: torch.Tensor) -> Future:
-        """Future of the partial embeddings [B, 256] of mels [B, 160, 40] (already done off CPU)."""
+        """Future of the partial embeddings [P, 256] (P = partials_per_batch, rows past B zero
+        padding) of mels [B, 160, 40], B <= P (already done off CPU)."""
         if self.device.type != "cpu":
             done: Future = Future()
-            done.set_result(self._forward(mels))
+            done.set_result(self._forward(self._padded(mels)))
             return done
         if self._pool is None:
             self._pool = ForwardPool(self.workers)
-        return self._pool.submit(self._forward, mels)
+        return self._pool.submit(self._forward_cpu, mels)
+
+    def _padded(self, rows: torch.Tensor) -> torch.Tensor:
+        """rows [B, ...] with zero rows appended up to partials_per_batch."""
+        return torch.cat([rows, rows.new_zeros((self.partials_per_batch - len(rows), *rows.shape[1:]))])
+
+    @torch.no_grad()
+    def _forward_cpu(self, mels: torch.Tensor) -> np.ndarray:
+        """The compiled core's LSTM on the B real rows, the output layer on partials_per_batch rows."""
+        hidden = torch.from_numpy(core.lstm_final_hidden(mels.numpy(), self._lstm_layers)[-1])
+        raw = torch.relu(self.network.linear(self._padded(hidden)))
+        return (raw / torch.norm(raw, dim=1, keepdim=True)).numpy()
 
     @torch.no_grad()
     def _forward(self, mels: torch.Tensor) -> np.ndarray:
