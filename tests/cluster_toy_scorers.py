@@ -63,3 +63,12 @@ class WideScorer(ToyScorer):
         numbers = rows["battle_id"].str.slice(1).cast(pl.Float32).to_numpy()
         state = numbers[:, None] + np.arange(self.width, dtype=np.float32)[None, :]
         return results.with_columns(pl.Series("state", state, pl.Array(pl.Float32, self.width)))
+
+
+class CursedScorer(ToyScorer):
+    """ToyScorer that fails the window holding battle b0021."""
+
+    def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
+        if "b0021" in rows["battle_id"].to_list():
+            raise ValueError("battle b0021 is cursed")
+        return super().__call__(rows)

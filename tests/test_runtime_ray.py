@@ -30,6 +30,7 @@ from sdscore.runtime.scorer import ScoringJob  # noqa: E402
 from sdscore.runtime.shard_sink import ShardSink  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
+from cluster_toy_scorers import CursedScorer  # noqa: E402
 from runtime_toy_scorer import FailingScorer, ShortScorer, ToyScorer, write_arena_manifest  # noqa: E402
 
 N_ROWS, BAD_EVERY = 50, 9
@@ -90,6 +91,16 @@ def test_scorer_that_cannot_load_fails_with_its_message(fresh_ray, manifest, tmp
 def test_short_results_are_refused(fresh_ray, manifest, tmp_path):
     with pytest.raises(SdscoreError, match=r"ShortScorer returned 6 result rows for 7 input rows"):
         score_manifest(_job(ShortScorer), manifest, tmp_path / "out.parquet", executor="ray", workers=1, window_rows=7)
+
+
+def test_a_failed_run_keeps_its_committed_shards_and_deletes_its_attempts(fresh_ray, manifest, tmp_path):
+    out = tmp_path / "out.parquet"
+    with pytest.raises(SdscoreError, match=r"battle b0021 is cursed"):
+        score_manifest(_job(CursedScorer), manifest, out, executor="ray", workers=2, window_rows=7)
+    parts = out.with_name(out.name + ".parts")
+    left = sorted(p.name for p in parts.iterdir()) if parts.exists() else []
+    assert all(name == "run.json" or (name.startswith("part-") and name.count(".") == 1) for name in left), left
+    assert "part-000003.parquet" not in left  # the cursed window (rows 22..28) was never committed
 
 
 def test_empty_manifest_keeps_the_scorer_columns(fresh_ray, tmp_path):

@@ -170,8 +170,9 @@ def score_manifest(
         options = {"rows_done": counter.rows_done} if progress and accepts_keyword(runner.run, "rows_done") else {}
         if accepts_keyword(runner.run, "sink"):  # its workers write their shards; we commit them
             options["sink"] = output.sink()
+        scored = runner.run(job, windows, todo, **options)
         try:
-            for k, results in runner.run(job, windows, todo, **options):
+            for k, results in scored:
                 if isinstance(results, WrittenShard):
                     output.commit_shard(k, results)
                     counter.window_finished(k, results.rows, results.failed)
@@ -180,6 +181,7 @@ def score_manifest(
                     counter.window_finished(k, results.height, int(results[ERROR_COLUMN].is_not_null().sum()))
         except BaseException:
             if "sink" in options:
+                getattr(scored, "close", lambda: None)()  # no worker writes after this
                 _abandon(output)
             raise
         rows, failed = output.finish(run_provenance(record, runner.describe(), started))

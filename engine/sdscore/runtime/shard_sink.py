@@ -27,7 +27,6 @@ import polars as pl
 
 from sdscore import storage
 from sdscore.corpus.validate import ERROR_COLUMN
-from sdscore.corpus.write import write_manifest
 from sdscore.errors import SdscoreError
 
 #: An attempt's file or object name: shard, run token, attempt token.
@@ -67,7 +66,7 @@ class ShardSink:
         return storage.join(self.parts, name) if self.remote else os.path.join(self.parts, name)
 
     def write(self, k: int, frame: pl.DataFrame) -> WrittenShard:
-        """Write one window's results as a new attempt (whole, or not at all); raises SdscoreError."""
+        """Write one window's results as a new attempt (fsynced; an object appears whole); raises SdscoreError."""
         location = self.location(k, secrets.token_hex(6))
         failed = int(frame[ERROR_COLUMN].is_not_null().sum()) if ERROR_COLUMN in frame.columns else 0
         try:
@@ -75,9 +74,9 @@ class ShardSink:
                 buffer = io.BytesIO()
                 frame.write_parquet(buffer)
                 storage.write_bytes(location, buffer.getvalue())
-            else:
-                os.makedirs(self.parts, exist_ok=True)
-                write_manifest(frame, location)  # temp file, fsync, rename
+            else:  # written in place: an attempt is only a shard once the driver renames it, so a partial one
+                os.makedirs(self.parts, exist_ok=True)  # (its worker killed mid-write) is never reported
+                _write_durably(frame, location)
         except storage.StorageError as error:
             raise SdscoreError(f"{location}: could not write the results of shard {k} ({error})") from error
         except (OSError, pl.exceptions.PolarsError) as error:
@@ -95,6 +94,19 @@ class ShardSink:
                 os.remove(written.location)
             except FileNotFoundError:
                 pass
+
+
+def _write_durably(frame: pl.DataFrame, path: str) -> None:
+    try:
+        frame.write_parquet(path)
+        with open(path, "rb+") as written:
+            os.fsync(written.fileno())
+    except BaseException:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+        raise
 
 
 def check_attempt(parts: str, written: WrittenShard) -> None:
