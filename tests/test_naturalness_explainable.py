@@ -372,12 +372,26 @@ def test_corpus_table_errors_name_the_file_and_row(tmp_path):
     with pytest.raises(ManifestError, match=r"bare.csv: the selection metadata lacks column\(s\) question_end_time, "
                                             "answer_duration"):
         corpus_table(selection=tmp_path / "bare.csv")
-    pd.DataFrame({"conversation_id": ["c1"], "audio_path": ["missing.wav"]}).to_csv(tmp_path / "seg.csv", index=False)
+    row = {"conversation_id": ["c1"], "speaker": ["A"], "start": [0.0], "end": [1.0], "text": ["hi?"],
+           "audio_path": ["missing.wav"]}
+    pd.DataFrame(row).to_csv(tmp_path / "seg.csv", index=False)
     with pytest.raises(AudioError, match=r"seg.csv: conversation 'c1': cannot read the audio .*missing.wav"):
         corpus_table(tmp_path / "seg.csv")
-    pd.DataFrame({"conversation_id": [None], "audio_path": ["x.wav"]}).to_csv(tmp_path / "noid.csv", index=False)
-    with pytest.raises(ManifestError, match=r"noid.csv row 1: conversation_id is missing"):
-        corpus_table(tmp_path / "noid.csv")
+    pd.DataFrame({"conversation_id": ["c1"], "audio_path": ["x.wav"]}).to_csv(tmp_path / "short.csv", index=False)
+    with pytest.raises(ManifestError, match=r"short.csv: missing column\(s\) speaker, start, end, text"):
+        corpus_table(tmp_path / "short.csv")
+    with pytest.raises(ManifestError, match="a folder, but not a Seamless Interaction folder"):
+        corpus_table(selection)  # a selection folder given as the segments
+
+
+def test_corpus_table_lists_an_unreadable_conversation(tmp_path):
+    segments, _ = _corpus(tmp_path)
+    frame = pd.read_csv(segments)
+    bad = frame.iloc[[0]].assign(conversation_id="c4", start="soon")  # an unreadable start: the row is a problem
+    pd.concat([frame, bad]).to_csv(segments, index=False)
+    table = corpus_table(segments)
+    assert table["rows"]["original_conversations"][-1] == 3 and table["unreadable_conversations"] == ["c4"]
+    assert format_corpus_table(table).endswith("1 unreadable conversation(s) left out: c4")
 
 
 def test_cli_eval_table_i_explainable_features_and_report(tmp_path, capsys):
@@ -396,3 +410,25 @@ def test_cli_eval_table_i_explainable_features_and_report(tmp_path, capsys):
     assert "Table I: original conversations and selected dialogues" in page
     assert "most separable features (AUROC vs reference)" in page
     assert "Explainable features: answers on the first two principal components" in page
+
+
+def test_corpus_table_of_a_seamless_interaction_folder(tmp_path):
+    """Table I's originals from a Seamless Interaction folder as select-dialogues reads it: per
+    interaction its subset/split folders and the longer of its participants' files."""
+    import json
+
+    root = tmp_path / "seamless"
+    lengths = {("improvised", "dev", "V00_S0001_I00000001"): (2.0, 3.0),
+               ("naturalistic", "test", "V00_S0002_I00000007"): (1.0, 1.5)}
+    for (subset, split, interaction), seconds in lengths.items():
+        folder = root / subset / split / "0000"
+        folder.mkdir(parents=True)
+        for participant, length in zip(("P0001", "P0002"), seconds):
+            _wav(folder / f"{interaction}_{participant}.wav", length, rate=16000)
+            entry = {"transcript": "Hi?", "start": 0.0, "end": 0.5, "words": []}
+            (folder / f"{interaction}_{participant}.json").write_text(
+                json.dumps({"id": f"{interaction}_{participant}", "metadata:transcript": [entry]}))
+    table = corpus_table(root)
+    assert table["columns"][:2] == [{"subset": "improvised", "split": "dev"}, {"subset": "naturalistic", "split": "test"}]
+    assert table["rows"]["original_conversations"] == [1, 1, 2]
+    assert table["rows"]["original_hours"] == pytest.approx([3.0 / 3600, 1.5 / 3600, 4.5 / 3600])

@@ -1,15 +1,17 @@
 """SPEARBench's Table I: number and hours of the original conversations and of the selected dialogues,
 per subset and split, as the authors' bin/data_prep_summary.py counts them.
 
-- original conversations: the segments table's distinct conversation_id values; original hours: per
-  conversation the longest of its audio files (the released code: the longer of the two participants'
-  files), summed;
+- original conversations: the distinct conversation_id values of the segments table or Seamless
+  Interaction folder select-dialogues read (selection.read_source; the conversations it cannot read
+  are left out and listed under "unreadable_conversations"); original hours: per conversation the
+  longest of its audio files from their headers (the released code: the longer of the two
+  participants' files), summed;
 - selected dialogues: the selection's metadata.csv rows; contexts+questions hours: the sum of
   question_end_time (the question clip runs from the first context utterance to the question's end);
   answers hours: the sum of answer_duration; total selected hours: both.
 
-Columns: one per (subset, split) found in the segments table's optional `subset` and `split` columns
-(a conversation's first non-null value; absent: "all"), then the total. A selected dialogue's column:
+Columns: one per (subset, split) of the conversations (a Seamless folder's, or the segments table's
+optional `subset` and `split` columns; absent: "all"), then the total. A selected dialogue's column:
 the metadata's own subset/split (select-dialogues writes them), else its conversation's in the segments
 table, else "all".
 """
@@ -22,7 +24,6 @@ from pathlib import Path
 import polars as pl
 
 from sdscore.audio.checks import sound_info
-from sdscore.corpus.audio_paths import resolve_path
 from sdscore.corpus.read import load_table
 from sdscore.errors import AudioError, ManifestError
 
@@ -68,27 +69,25 @@ def _seconds(path: str, conversation: str, source: str) -> float:
     return info.frames / info.samplerate
 
 
-def original_conversations(segments: str | os.PathLike) -> dict[str, dict]:
-    """conversation_id → {"group": (subset, split), "seconds": the longest of its audio files}; a
-    conversation's subset and split are the first non-null ones of its rows."""
-    frame, base, source = _read(segments, ("conversation_id", "audio_path"), "segments table")
-    extra = [c for c in ("subset", "split") if c in frame.columns]
-    frame = frame.select(pl.col("conversation_id").cast(pl.String), pl.col("audio_path").cast(pl.String),
-                         *(pl.col(c).cast(pl.String) for c in extra))
-    paths = frame.select(resolve_path(pl.col("audio_path"), base))["audio_path"].to_list()
+def original_conversations(segments: str | os.PathLike) -> tuple[dict[str, dict], list[str]]:
+    """(conversation_id → {"group": (subset, split), "seconds": the longest of its audio files}, the
+    conversations left out as unreadable), from a segments table or a Seamless Interaction folder
+    (selection.read_source, as select-dialogues reads them). A conversation with a bad row is left
+    out: the reader skips it (a Seamless interaction whole; a table's bad rows, and the conversation
+    when none of its rows is readable)."""
+    from sdscore.protocols.naturalness.selection import read_source
+
+    table = read_source(segments)
     durations: dict[str, float] = {}
     out: dict[str, dict] = {}
-    for i, (row, path) in enumerate(zip(frame.iter_rows(named=True), paths)):
-        conversation = row["conversation_id"]
-        if not conversation or not path:
-            raise ManifestError(f"{source} row {i + 1}: {'conversation_id' if not conversation else 'audio_path'} "
-                                "is missing")
-        entry = out.setdefault(conversation, {"group": (ALL, ALL), "seconds": 0.0})
-        entry["group"] = tuple(mine if mine != ALL else theirs for mine, theirs in zip(entry["group"], _group(row)))
-        if path not in durations:
-            durations[path] = _seconds(path, conversation, source)
-        entry["seconds"] = max(entry["seconds"], durations[path])
-    return out
+    for s in table.segments:
+        entry = out.setdefault(s.conversation_id, {"group": _group(table.conversations.get(s.conversation_id, {})),
+                                                   "seconds": 0.0})
+        if s.audio_path not in durations:
+            durations[s.audio_path] = _seconds(s.audio_path, s.conversation_id, table.source)
+        entry["seconds"] = max(entry["seconds"], durations[s.audio_path])
+    skipped = sorted({c for c, _ in table.problems if c and c not in out})
+    return out, skipped
 
 
 def selected_dialogues(selection: str | os.PathLike, groups: dict[str, tuple[str, str]] | None) -> list[dict]:
@@ -133,7 +132,7 @@ def corpus_table(segments: str | os.PathLike | None = None, selection: str | os.
     comes from was not given)."""
     if segments is None and selection is None:
         raise ValueError("Table I needs the segments table, the selection, or both")
-    conversations = original_conversations(segments) if segments is not None else None
+    conversations, skipped = original_conversations(segments) if segments is not None else (None, [])
     groups = None if conversations is None else {c: e["group"] for c, e in conversations.items()}
     dialogues = selected_dialogues(selection, groups) if selection is not None else None
     columns = _order([*(e["group"] for e in (conversations or {}).values()),
@@ -165,7 +164,7 @@ def corpus_table(segments: str | os.PathLike | None = None, selection: str | os.
     else:
         reasons["selected"] = "no selection given (eval naturalness --selection)"
     return {"columns": [{"subset": s, "split": p} for s, p in columns] + [{"subset": "total", "split": ""}],
-            "rows": rows, "reasons": reasons,
+            "rows": rows, "reasons": reasons, "unreadable_conversations": skipped,
             "sources": {"segments": None if segments is None else str(segments),
                         "selection": None if selection is None else str(selection)}}
 
@@ -183,4 +182,8 @@ def format_corpus_table(table: dict) -> str:
     widths = [max(len(r[i]) for r in lines) for i in range(len(header))]
     text = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in lines]
     text.insert(1, "-" * len(text[0]))
+    skipped = table.get("unreadable_conversations") or []
+    if skipped:
+        text.append(f"{len(skipped)} unreadable conversation(s) left out: {', '.join(skipped[:5])}"
+                    + (" ..." if len(skipped) > 5 else ""))
     return "\n".join(text)

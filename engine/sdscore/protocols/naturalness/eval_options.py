@@ -20,8 +20,8 @@ def add_eval_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--latex", metavar="TEX", help="also write Table III as a LaTeX tabular (booktabs; mean ± "
                                                        "std, best model bold, nulls explained in footnotes)")
     parser.add_argument("--segments", metavar="TABLE",
-                        help="the segments table the dialogues were selected from: Table I's original conversations "
-                             "and hours (per conversation its longest audio file)")
+                        help="the segments table or Seamless Interaction folder the dialogues were selected from: "
+                             "Table I's original conversations and hours (per conversation its longest audio file)")
     parser.add_argument("--selection", metavar="FOLDER",
                         help="the select-dialogues output (its folder or metadata.csv): Table I's selected dialogues "
                              "and hours of contexts+questions and answers")
