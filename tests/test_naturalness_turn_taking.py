@@ -200,12 +200,21 @@ def test_table_iii_turn_taking_column_leaves_each_conversation_out(tmp_path):
     # the per-row scores are the same however the rows are ordered (batched == one by one)
     shuffled = with_ngram_scores(_results((human + late)[::-1]), set())
     assert shuffled["turn_taking_ngram"].to_list()[::-1] == scored["turn_taking_ngram"].to_list()
-    # Fig. 2 (top): per-answer histograms
+    # Fig. 2 (top): per-answer histograms; the VAP one only where the Scorer gave VAP values
     path = tmp_path / "r.parquet"
     _results(human + late).write_parquet(path)
     drawn = evaluate_files([path], tmp_path / "m.json", plot=tmp_path / "figs")
     assert (tmp_path / "figs" / "fig2_turn_taking.png").stat().st_size > 1000
     assert drawn["figures"]["fig2_turn_taking"]["path"].endswith("fig2_turn_taking.png")
+    assert drawn["figures"]["fig2_turn_taking_vap"]["skipped"].endswith("turn_taking_vap is null on every scored row")
+    assert drawn["systems"]["human"]["turn_taking_vap"]["value"] is None
+    vap = [{**row, "turn_taking_vap": 5.0 + 0.1 * i} for i, row in enumerate(human + late)]
+    _results(vap).write_parquet(path)
+    drawn = evaluate_files([path], tmp_path / "m2.json", plot=tmp_path / "figs2")
+    assert (tmp_path / "figs2" / "fig2_turn_taking_vap.png").stat().st_size > 1000
+    assert drawn["systems"]["late-bot"]["turn_taking_vap"] == {"value": pytest.approx(5.55), "n": 4,
+                                                               "std": pytest.approx(np.std([5.4, 5.5, 5.6, 5.7], ddof=1))}
+    assert drawn["paired_tests"]["late-bot"]["turn_taking_vap"]["n_pairs"] == 4
 
 
 def test_turn_taking_nulls_carry_their_reason():

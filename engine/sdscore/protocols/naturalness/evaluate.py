@@ -582,15 +582,18 @@ def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, see
         from sdscore.report.naturalness_plots import plot_score_histograms
 
         with_scores = with_ngram_scores(*_prepared(frame))
-        try:
-            path = plot_score_histograms(
-                with_scores.filter(pl.Series(~error_mask(with_scores))), Path(plot) / "fig2_turn_taking.png",
-                column="turn_taking_ngram", label="turn-taking n-gram surprisal (nats per frame; lower: more typical)",
-                title="Turn-taking naturalness per answer (SPEARBench Fig. 2 top; model-free n-gram baseline)",
-                systems=list(metrics["systems"]))
-            metrics["figures"]["fig2_turn_taking"] = {"path": str(path)}
-        except NoPlotData as reason:
-            metrics["figures"]["fig2_turn_taking"] = {"skipped": str(reason)}
+        with_scores = with_scores.filter(pl.Series(~error_mask(with_scores)))
+        for name, column, what in (("fig2_turn_taking", "turn_taking_ngram", "model-free n-gram baseline"),
+                                   ("fig2_turn_taking_vap", "turn_taking_vap", "VAP evaluators")):
+            try:
+                path = plot_score_histograms(
+                    with_scores, Path(plot) / f"{name}.png", column=column,
+                    label=f"turn-taking surprisal, {what} (nats per frame; lower: more typical)",
+                    title=f"Turn-taking naturalness per answer\n(SPEARBench Fig. 2 top; {what})",
+                    systems=list(metrics["systems"]))
+                metrics["figures"][name] = {"path": str(path)}
+            except NoPlotData as reason:
+                metrics["figures"][name] = {"skipped": str(reason)}
         from sdscore.protocols.naturalness.distributional_features import FIGURE, plot_feature_pca
 
         try:

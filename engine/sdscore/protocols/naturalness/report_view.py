@@ -19,6 +19,8 @@ from sdscore.report.html.view_context import ViewContext
 HEADLINE = (("WER %", "wer_pct", 1), ("latency ms", "latency_ms", 0), ("interrupted %", "interrupted_pct", 1),
             ("DNSMOS OVRL", "mos_dnsmos_ovrl", 2), ("pitch variation", "pitch_variation", 3))
 FIGURES = {"fig2_turn_taking": "Fig. 2 (top): turn-taking surprisal per answer (model-free n-gram baseline)",
+           "fig2_turn_taking_vap": "Fig. 2 (top): turn-taking surprisal per answer (VAP evaluators, "
+                                   "--turn-taking-model)",
            "fig3_dialect_profiles": "Fig. 3: dialect profiles of questions and answers",
            "fig4_avd_scatter": "Fig. 4: arousal/valence/dominance of answers against questions",
            "fig6_pitch_features": "Fig. 6: speaker-normalised pitch features per system",
