@@ -76,6 +76,12 @@ def test_demo_writes_every_stage(corpus, tmp_path):
     assert robot["interrupted_pct"]["value"] is None and robot["interrupted_pct"]["reason"].startswith("half-duplex")
     assert metrics["half_duplex"] == ["halfduplex-robot"]
     assert metrics["systems"]["human"]["interrupted_pct"]["value"] is not None
+    # emotional naturalness on the demo's RANDOM-WEIGHT emotion model and predictor, labelled as such
+    emotional = metrics["systems"]["human"]["emotional_naturalness"]
+    assert emotional["value"] is not None and "RANDOM-WEIGHT predictor" in emotional["caveat"]
+    assert "RANDOM-WEIGHT emotion model" in metrics["systems"]["human"]["arousal_rho"]["caveat"]
+    assert "EmoNat: RANDOM-WEIGHT predictor" in naturalness["table"]
+    assert (out / "naturalness" / "figures" / "fig2_emotional_naturalness.png").is_file()
     items = pl.read_parquet(out / "naturalness" / "results-items.parquet")
     assert not items.filter(pl.col("system") == "halfduplex-robot")["interrupted"].any()  # it never starts early
 

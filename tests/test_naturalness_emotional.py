@@ -417,3 +417,33 @@ def test_the_bundled_minilm_embeds_prompts_offline(monkeypatch):
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
     assert got[0] @ got[1] > 0.6 > got[0] @ got[2]  # similar prompts are near, unrelated ones are not
     np.testing.assert_allclose(SentenceEncoder().embed(texts[2:]), got[2:], atol=1e-6)  # batch-independent
+
+
+def test_fig2_bottom_and_the_report_label_a_random_predictor(tmp_path):
+    from sdscore.protocols.naturalness.emotional_naturalness_eval import FIGURE
+    from sdscore.protocols.naturalness.evaluate import evaluate_files
+    from sdscore.protocols.naturalness.report_view import _caveats, _emotional
+
+    results = tmp_path / "results.parquet"
+    _results(np.random.default_rng(4), n_questions=20).write_parquet(results)
+    metrics = evaluate_files([results], tmp_path / "m.json", plot=tmp_path / "figures")
+    assert metrics["figures"][FIGURE]["path"].endswith(f"{FIGURE}.png")
+    assert (tmp_path / "figures" / f"{FIGURE}.png").stat().st_size > 1000
+    (table,) = _emotional(metrics)
+    assert table.title == "Emotional naturalness (random-weight predictor)"
+    assert table.note.startswith("RANDOM-WEIGHT PREDICTOR (not a trained model") and "Friedman" in table.note
+    assert [row[0].text for row in table.rows] == ["human", "model-a", "model-b"]
+    assert [note.text.split(":")[0] for note in _caveats(metrics)] == ["EmoNat"]
+
+
+def test_the_demo_s_random_emotion_models_load_in_the_real_loaders(tmp_path):
+    pytest.importorskip("transformers")
+    from sdscore.protocols.naturalness.demo_emotion_models import HIDDEN, PREDICTOR_NAME, random_emotion_models
+    from sdscore.protocols.naturalness.local_models import EmotionDimensions
+
+    emotion, predictor = random_emotion_models(tmp_path)
+    dims = EmotionDimensions(emotion, embeddings=True).dimensions(_batch([np.sin(np.arange(8000) / 9.0) * 0.2]))[0]
+    assert len(dims["embedding"]) == HIDDEN and set(dims) == {"arousal", "valence", "dominance", "embedding"}
+    loaded = Predictor(predictor)
+    assert loaded.random_weights and loaded.name == PREDICTOR_NAME and loaded.emotion_dim == HIDDEN
+    assert random_emotion_models(tmp_path) == (emotion, predictor)  # reused, not rewritten

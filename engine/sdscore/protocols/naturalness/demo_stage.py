@@ -21,8 +21,12 @@ REPORT_INPUTS = (("naturalness/results-items.parquet", "naturalness/results-sele
 def run(corpus: Path, out: Path, progress: Progress) -> dict:
     """Dialogue selection from the synthetic conversations → score → Table III per system, together
     with the two-system items (human answers and a half-duplex robotic model); the stances by a FAKE
-    judge (demo_stance_judge.py: ratings from the clips' loudness, not a model) on the same rows."""
+    judge (demo_stance_judge.py: ratings from the clips' loudness, not a model) on the same rows; the
+    emotion columns (arousal/valence/dominance, emotional naturalness) from RANDOM-WEIGHT models
+    (demo_emotion_models.py), labelled as such in Table III and the headline."""
+    from sdscore.atomic_write import write_json
     from sdscore.protocols.naturalness import scoring_job
+    from sdscore.protocols.naturalness.demo_emotion_models import random_emotion_models
     from sdscore.protocols.naturalness.demo_stance_judge import MODEL, FakeStanceJudge
     from sdscore.protocols.naturalness.evaluate import evaluate_files, format_table
     from sdscore.protocols.naturalness.selection import select_dialogues
@@ -34,7 +38,10 @@ def run(corpus: Path, out: Path, progress: Progress) -> dict:
     folder = out / "naturalness"
     selected = select_dialogues(corpus / CONVERSATIONS_TABLE, folder / "selected", overwrite=True,
                                 progress=progress)
-    job = scoring_job(cache_dir=out / "cache" / "naturalness")
+    # no emotion model ships: RANDOM-WEIGHT ones (demo_emotion_models.py) run the emotion columns' real code
+    models = random_emotion_models(folder / "random-models")
+    emotion = {} if isinstance(models, str) else {"emotion_dir": models[0], "emotional_naturalness_dir": models[1]}
+    job = scoring_job(cache_dir=out / "cache" / "naturalness", **emotion)
     outputs = []
     manifests = (("items", corpus / "naturalness.parquet"), ("selected", Path(selected["metadata"])))
     for name, manifest in manifests:
@@ -53,6 +60,11 @@ def run(corpus: Path, out: Path, progress: Progress) -> dict:
     metrics = evaluate_files(outputs, folder / "metrics.json", plot=folder / "figures",
                              half_duplex=half_duplex, segments=corpus / CONVERSATIONS_TABLE,
                              selection=selected["metadata"])
+    if not isinstance(models, str):  # the arousal/valence/dominance correlations come from the random model too
+        for values in metrics["systems"].values():
+            for key in ("arousal_rho", "valence_rho", "dominance_rho"):
+                values[key]["caveat"] = RANDOM_EMOTION_CAVEAT
+        write_json(folder / "metrics.json", metrics)
     headline = {"dialogues selected": f"{selected['dialogues']} from {selected['conversations']} conversations"}
     for system, m in metrics["systems"].items():
         headline[f"{system}: WER %, latency ms, interrupted %, pitch variation"] = ", ".join(
@@ -63,6 +75,11 @@ def run(corpus: Path, out: Path, progress: Progress) -> dict:
             "-" if surprisal is None else f"{surprisal:.3g}")
         same = m["stance_same_pct"]["value"]
         headline[f"{system}: same stance % (FAKE judge: clip loudness)"] = "-" if same is None else f"{same:.3g}"
+        emotional = m["emotional_naturalness"]["value"]
+        headline[f"{system}: emotional naturalness (RANDOM-WEIGHT models)"] = (
+            "-" if emotional is None else f"{emotional:.3g}")
+    if isinstance(models, str):
+        headline["emotional naturalness"] = f"not run: {models}"
     return {
         "protocol": "naturalness",
         "title": "SPEARBench Table III on the synthetic items and the selected dialogues",
@@ -70,6 +87,10 @@ def run(corpus: Path, out: Path, progress: Progress) -> dict:
         "table": format_table(metrics),
         "outputs": [*map(str, outputs), str(folder / "metrics.json"), str(folder / "figures")],
     }
+
+
+RANDOM_EMOTION_CAVEAT = ("from the demo's RANDOM-WEIGHT emotion model (demo_emotion_models.py): not a trained model, "
+                         "so these values mean nothing")
 
 
 def _drop_unfinished_fake_run(results: Path, model: str) -> None:

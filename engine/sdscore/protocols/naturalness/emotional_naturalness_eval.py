@@ -126,3 +126,29 @@ def _friedman(test: pl.DataFrame, name: str, reference: str) -> dict:
         return friedman_statistic(both.select(name, reference).to_numpy())
     except ValueError as error:
         return {"p_value": None, "n_blocks": both.height, "reason": str(error)}
+
+
+FIGURE = "fig2_emotional_naturalness"
+
+
+def plot_emotional_naturalness(frame: pl.DataFrame, metrics: dict, path) -> dict:
+    """Fig. 2 (bottom): the shifted scores of each system's test rows (the rows Table III averages) as
+    histograms; {"path": ...} or {"skipped": why}. `frame`: the scored rows eval read."""
+    from sdscore.report.naturalness_plots import NoPlotData, plot_score_histograms
+
+    calibration = metrics.get("emotional_naturalness_calibration") or {}
+    if calibration.get("shift") is None:
+        return {"skipped": f"no emotional naturalness score: {calibration.get('reason', 'no calibration')}"}
+    rows = frame.with_columns(pl.col(LOGIT).cast(pl.Float64)).filter(
+        pl.col(LOGIT).is_not_null() & pl.col(LOGIT).is_finite())
+    is_dev, _ = calibration_split(rows, metrics["reference_system"])
+    test = rows.filter(~is_dev).with_columns((pl.col(LOGIT) + calibration["shift"]).alias("score"))
+    label = "emotional naturalness score (shifted logit; higher: more human-like)"
+    if calibration.get("random_weights"):
+        label += " — RANDOM-WEIGHT predictor"
+    try:
+        drawn = plot_score_histograms(test, path, column="score", label=label, systems=list(metrics["systems"]),
+                                      title="Emotional naturalness per answer (SPEARBench Fig. 2 bottom; test rows)")
+    except NoPlotData as reason:
+        return {"skipped": str(reason)}
+    return {"path": str(drawn)}
