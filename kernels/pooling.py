@@ -11,6 +11,7 @@ Strided views are read in place. `impl` picks the Triton kernel or the torch ref
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from .checks import check_offsets, check_rows, check_same_device
@@ -77,9 +78,43 @@ def last_token(
         from . import pooling_triton
 
         return pooling_triton.last_token(hidden, mask, offsets)
+    if impl == "auto" and hidden.device.type == "cpu" and not (torch.jit.is_tracing() or torch.compiler.is_compiling()):
+        return _last_token_indexed(hidden, mask, offsets)
     if offsets is None:
         return last_token_reference(hidden, mask)
     return last_token_packed_reference(hidden, offsets)
+
+
+def _last_token_indexed(x: torch.Tensor, mask: torch.Tensor | None, offsets: torch.Tensor | None) -> torch.Tensor:
+    """last_token on the CPU: each row's last attended index found on the host (numpy, reading the
+    mask or offsets in place), then one index_select of those rows and zeros for empty rows. The same
+    values as the torch reference (a copy of the same rows), at less than the cost of
+    `x[arange(B), idx]`: the reference's where/amax over [B, L] and its masked copy of the result
+    cost 3-5x that indexing, and advanced indexing itself ~3x an index_select.
+    The reference stays the path of impl="torch", of tracing (ONNX export) and of other devices."""
+    if offsets is None:
+        batch, length = mask.shape
+        if length == 0:
+            return x.new_zeros(batch, x.shape[-1])
+        keep = mask.numpy()
+        if keep.dtype != np.bool_:
+            keep = keep != 0
+        last = (length - 1) - keep[:, ::-1].argmax(1)  # argmax of a bool row: its first True
+        rows = np.arange(batch)
+        empty = ~keep[rows, last]
+        if batch < 2 or x.stride(0) == length * x.stride(1):  # rows of [B * L, H] are a view: one index_select
+            picked = x.flatten(0, 1).index_select(0, torch.from_numpy(rows * length + last))
+        else:
+            picked = x[torch.from_numpy(rows), torch.from_numpy(last)]
+    else:
+        bounds = offsets.numpy()
+        if x.shape[0] == 0:
+            return x.new_zeros(bounds.shape[0] - 1, x.shape[1])
+        empty = bounds[1:] == bounds[:-1]
+        picked = x.index_select(0, torch.from_numpy(np.maximum(bounds[1:] - 1, 0)))
+    if empty.any():
+        picked[torch.from_numpy(empty)] = 0
+    return picked
 
 
 def attention_pool(

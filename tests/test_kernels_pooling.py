@@ -203,6 +203,34 @@ def test_integer_masks_count_nonzero_as_attended():
     torch.testing.assert_close(kernels.masked_mean(hidden, mask), want)
 
 
+@pytest.mark.parametrize("layout", ["right", "left", "holes"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_last_token_on_the_cpu_gathers_the_rows_the_reference_picks(layout, dtype):
+    """CPU impl="auto" finds each row's last index on the host and gathers those rows: bit-equal to the
+    torch reference and to the naive loop, with NaN padding, empty rows and segments (zeros), integer masks,
+    strided views (no flat row view: the indexing fallback) and packed segments, empty ones first and last."""
+    gen = torch.Generator().manual_seed(7)
+    lengths = [0, 1, 5, 9, 0, 3]
+    length = max(lengths) + 2
+    hidden = torch.randn(len(lengths), length, 5, generator=gen).to(dtype)
+    mask = make_mask(lengths, length, layout, gen)
+    rows = [hidden[b][mask[b]].double().numpy() for b in range(len(lengths))]
+    hidden = hidden.masked_fill(~mask[..., None], float("nan"))
+    want = naive("last_token", rows, None, 0.0, 5)
+    strided = hidden.transpose(1, 2).contiguous().transpose(1, 2)  # [B, L, H] with no flat [B * L, H] view
+    for x, m in ((hidden, mask), (hidden, mask.to(torch.int64) * 3), (strided, mask), (hidden[:1], mask[:1])):
+        got = kernels.last_token(x, m)
+        assert torch.equal(got, kernels.last_token(x, m, impl="torch"))
+        assert got.dtype == dtype and torch.equal(got.double(), torch.as_tensor(want[: len(x)]).to(dtype).double())
+    offsets = torch.tensor([0, *np.cumsum(lengths)], dtype=torch.int64)
+    values = hidden[mask]
+    got = kernels.last_token(values, offsets=offsets)
+    assert torch.equal(got, kernels.last_token(values, offsets=offsets, impl="torch"))
+    assert torch.equal(got.double(), torch.as_tensor(want).to(dtype).double())
+    trailing = torch.tensor([0, 0, *np.cumsum(lengths[1:]), int(offsets[-1])], dtype=torch.int64)  # empty first and last
+    assert torch.equal(kernels.last_token(values, offsets=trailing), kernels.last_token(values, offsets=trailing, impl="torch"))
+
+
 def test_auto_uses_the_reference_on_cpu():
     assert not dispatch.use_triton("auto", torch.zeros(1))
     assert not dispatch.use_triton("torch", torch.zeros(1))
