@@ -594,6 +594,10 @@ def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, see
                 metrics["figures"][name] = {"path": str(path)}
             except NoPlotData as reason:
                 metrics["figures"][name] = {"skipped": str(reason)}
+        from sdscore.protocols.naturalness.emotional_naturalness_eval import FIGURE as EMOTIONAL
+        from sdscore.protocols.naturalness.emotional_naturalness_eval import plot_emotional_naturalness
+
+        metrics["figures"][EMOTIONAL] = plot_emotional_naturalness(scored, metrics, Path(plot) / f"{EMOTIONAL}.png")
         from sdscore.protocols.naturalness.distributional_features import FIGURE, plot_feature_pca
 
         try:

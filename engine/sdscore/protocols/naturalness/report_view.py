@@ -21,6 +21,7 @@ HEADLINE = (("WER %", "wer_pct", 1), ("latency ms", "latency_ms", 0), ("interrup
 FIGURES = {"fig2_turn_taking": "Fig. 2 (top): turn-taking surprisal per answer (model-free n-gram baseline)",
            "fig2_turn_taking_vap": "Fig. 2 (top): turn-taking surprisal per answer (VAP evaluators, "
                                    "--turn-taking-model)",
+           "fig2_emotional_naturalness": "Fig. 2 (bottom): emotional naturalness score per answer (test rows)",
            "fig3_dialect_profiles": "Fig. 3: dialect profiles of questions and answers",
            "fig4_avd_scatter": "Fig. 4: arousal/valence/dominance of answers against questions",
            "fig6_pitch_features": "Fig. 6: speaker-normalised pitch features per system",
@@ -131,6 +132,44 @@ def _explainable(m: dict) -> list:
     return blocks
 
 
+def _emotional(m: dict) -> list:
+    """Emotional naturalness per system: the score, its paired Friedman test against the reference, and
+    the calibration; a random-weight predictor (the demo's) labelled as such."""
+    calibration = m.get("emotional_naturalness_calibration") or {}
+    systems = {name: values.get("emotional_naturalness") or {} for name, values in m.get("systems", {}).items()}
+    if calibration.get("shift") is None:
+        return []
+    rows = []
+    for name, record in systems.items():
+        test = record.get("friedman_vs_reference") or {}
+        rows.append([text(name), text(format_value(record.get("value"), 2)), text(str(record.get("n", 0))),
+                     text(format_value(test.get("statistic"), 2)), text(format_value(test.get("p_value"), 4)),
+                     text(str(test.get("n_blocks", "")) if test else "")])
+    models = ", ".join(calibration.get("models") or []) or "unnamed"
+    caption = (f"Predictor: {models}. Logits shifted by {calibration['shift']:.4g} so that "
+               f"{calibration['dev_positive_pct']:.1f}% of the {calibration['n_dev']} dev answers of "
+               f"{m.get('reference_system')} score > 0 ({calibration['rule']}); "
+               f"{format_value(calibration.get('test_reference_positive_pct'), 1)}% of its "
+               f"{calibration.get('n_test_reference')} test answers do. Friedman: paired against "
+               f"{m.get('reference_system')} by question on the test rows.")
+    random = bool(calibration.get("random_weights"))
+    if random:
+        caption = "RANDOM-WEIGHT PREDICTOR (not a trained model: the scores mean nothing). " + caption
+    return [Table("Emotional naturalness" + (" (random-weight predictor)" if random else ""),
+                  ["system", "score", "test rows", "Friedman χ²", "p", "questions"], rows, caption)]
+
+
+def _caveats(m: dict) -> list:
+    """A note per Table III column whose values carry a caveat (a random-weight model's)."""
+    notes = []
+    for header, key, _ in TABLE_COLUMNS:
+        caveat = next((v[key]["caveat"] for v in m.get("systems", {}).values() if (v.get(key) or {}).get("caveat")),
+                      None)
+        if caveat:
+            notes.append(Note(f"{header}: {caveat}."))
+    return notes
+
+
 def build(ctx: ViewContext) -> tuple[Table, list]:
     m, s = ctx.metrics, ctx.source
     systems = list(m.get("systems", {}))
@@ -156,6 +195,8 @@ def build(ctx: ViewContext) -> tuple[Table, list]:
         blocks.append(Table(f"Paired tests against {m.get('reference_system')}",
                             ["system", "metric", "p", "pairs"], tests,
                             "Wilcoxon signed-rank, rows paired by question; tests without a p-value are left out."))
+    blocks += _caveats(m)
+    blocks += _emotional(m)
     blocks += _stances(m)
     blocks += _explainable(m)
     blocks += _figures(ctx)
