@@ -432,3 +432,11 @@ def test_corpus_table_of_a_seamless_interaction_folder(tmp_path):
     assert table["columns"][:2] == [{"subset": "improvised", "split": "dev"}, {"subset": "naturalistic", "split": "test"}]
     assert table["rows"]["original_conversations"] == [1, 1, 2]
     assert table["rows"]["original_hours"] == pytest.approx([3.0 / 3600, 1.5 / 3600, 4.5 / 3600])
+
+
+def test_average_ranks_equal_scipy_rankdata():
+    from sdscore.protocols.naturalness.feature_clusters import average_ranks
+
+    values = np.random.default_rng(8).integers(0, 7, 50).astype(float)
+    np.testing.assert_array_equal(average_ranks(values), stats.rankdata(values))
+    assert average_ranks(np.array([])).size == 0

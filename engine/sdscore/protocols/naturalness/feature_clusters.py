@@ -46,16 +46,13 @@ def zscore_parameters(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def average_ranks(values: np.ndarray) -> np.ndarray:
     """Ranks 1..n with ties given their average rank."""
     order = np.argsort(values, kind="mergesort")
-    ranked = np.empty(values.size)
-    sorted_values = values[order]
-    start = 0
-    while start < values.size:
-        stop = start + 1
-        while stop < values.size and sorted_values[stop] == sorted_values[start]:
-            stop += 1
-        ranked[order[start:stop]] = (start + stop + 1) / 2.0
-        start = stop
-    return ranked
+    ordered = values[order]
+    starts = np.r_[True, ordered[1:] != ordered[:-1]] if values.size else np.zeros(0, dtype=bool)
+    first = np.flatnonzero(starts)
+    counts = np.diff(np.r_[first, values.size])
+    ranks = np.empty(values.size)
+    ranks[order] = (first + (counts + 1) / 2.0)[np.cumsum(starts) - 1]
+    return ranks
 
 
 def abs_spearman(matrix: np.ndarray, min_rows: int = 3) -> np.ndarray:
