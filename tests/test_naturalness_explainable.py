@@ -340,6 +340,12 @@ def test_corpus_table_counts_and_hours(tmp_path):
     only = corpus_table(selection=selection / "metadata.csv")
     assert only["rows"]["original_hours"] is None and "--segments" in only["reasons"]["original"]
     assert only["columns"][0] == {"subset": "all", "split": "all"} and only["rows"]["selected_dialogues"] == [3, 3]
+    dev = corpus_table(segments, selection, splits=("dev",))
+    assert [c["subset"] for c in dev["columns"]] == ["improvised", "naturalistic", "total"]
+    assert dev["rows"]["original_conversations"] == [1, 1, 2] and dev["rows"]["selected_dialogues"] == [2, 1, 3]
+    with pytest.raises(ManifestError, match=r"Table I: no conversation of subset scripted; split dev \(found "
+                                            r"improvised/dev, improvised/test, naturalistic/dev\)"):
+        corpus_table(segments, selection, subsets=("scripted",), splits=("dev",))
     assert "-" in format_corpus_table(only)
 
 

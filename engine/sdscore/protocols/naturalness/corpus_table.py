@@ -126,15 +126,30 @@ def _order(groups) -> list[tuple[str, str]]:
     return sorted(set(groups), key=lambda g: (g[0], _SPLIT_ORDER.get(g[1].lower(), 3), g[1]))
 
 
-def corpus_table(segments: str | os.PathLike | None = None, selection: str | os.PathLike | None = None) -> dict:
+def corpus_table(segments: str | os.PathLike | None = None, selection: str | os.PathLike | None = None, *,
+                 subsets: tuple[str, ...] | None = None, splits: tuple[str, ...] | None = None) -> dict:
     """Table I from the segments table and/or the selection (metadata.csv or its folder): columns
     [{"subset", "split"}, ..., total] and per ROWS key its values (null with "reasons" when the table it
-    comes from was not given)."""
+    comes from was not given). subsets / splits (eval's --subset / --split): only those columns
+    (ManifestError when none is left)."""
     if segments is None and selection is None:
         raise ValueError("Table I needs the segments table, the selection, or both")
     conversations, skipped = original_conversations(segments) if segments is not None else (None, [])
     groups = None if conversations is None else {c: e["group"] for c, e in conversations.items()}
     dialogues = selected_dialogues(selection, groups) if selection is not None else None
+
+    def wanted(group: tuple[str, str]) -> bool:
+        return (subsets is None or group[0] in subsets) and (splits is None or group[1] in splits)
+
+    if subsets is not None or splits is not None:
+        found = {e["group"] for e in (conversations or {}).values()} | {d["group"] for d in dialogues or []}
+        if not any(wanted(g) for g in found):
+            asked = "; ".join(f"{k} {', '.join(v)}" for k, v in (("subset", subsets), ("split", splits)) if v)
+            raise ManifestError(f"Table I: no conversation of {asked} (found "
+                                f"{', '.join('/'.join(g) for g in _order(found)) or 'none'})")
+        conversations = None if conversations is None else {c: e for c, e in conversations.items()
+                                                            if wanted(e["group"])}
+        dialogues = None if dialogues is None else [d for d in dialogues if wanted(d["group"])]
     columns = _order([*(e["group"] for e in (conversations or {}).values()),
                       *(d["group"] for d in dialogues or [])])
 

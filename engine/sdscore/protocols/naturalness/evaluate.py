@@ -609,7 +609,7 @@ def evaluate_files(results: list, out_json: str | os.PathLike, *, plot=None, see
     if segments is not None or selection is not None:
         from sdscore.protocols.naturalness.corpus_table import corpus_table
 
-        metrics["table_i"] = corpus_table(segments, selection)
+        metrics["table_i"] = corpus_table(segments, selection, subsets=subsets, splits=splits)
     if latex is not None:
         from sdscore.protocols.naturalness.latex_table import write_latex
 
