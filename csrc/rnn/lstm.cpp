@@ -31,7 +31,7 @@ struct V {
   static inline Reg scale2(Reg a, Reg n) { return std::ldexp(a, static_cast<int>(n)); }
 };
 constexpr int kRows = 4;
-#include "rnn/lstm_kernel.inc"
+#include "rnn/lstm_kernel.hpp"
 }  // namespace generic
 
 // GCC applies a target pragma to every function defined under it, templates included; clang
@@ -64,7 +64,7 @@ struct V {
   }
 };
 constexpr int kRows = 2;  // 8 accumulators + 4 weight vectors + a broadcast in 16 registers
-#include "rnn/lstm_kernel.inc"
+#include "rnn/lstm_kernel.hpp"
 }  // namespace avx2
 #pragma GCC pop_options
 
@@ -99,7 +99,7 @@ struct V {
   static inline Reg scale2(Reg a, Reg n) { return _mm512_scalef_ps(a, n); }
 };
 constexpr int kRows = 6;  // 24 accumulators + 4 weight vectors + a broadcast in 32 registers
-#include "rnn/lstm_kernel.inc"
+#include "rnn/lstm_kernel.hpp"
 }  // namespace avx512
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
