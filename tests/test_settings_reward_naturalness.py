@@ -106,8 +106,8 @@ def test_naturalness_options_keep_their_flags_defaults_and_groups():
     flags = _flags("naturalness")
     assert sorted(flags) == ["--audio-rate", "--base-url", "--cache-dir", "--concurrency", "--dialect-dir",
                              "--emotion-dir", "--emotional-naturalness-dir", "--jobs", "--judge", "--lid-dir",
-                             "--max-audio-seconds", "--max-request-bytes", "--model", "--mos-dir", "--prompt-file", "--temperature",
-                             "--timeout", "--whisper-dir"]
+                             "--max-audio-seconds", "--max-request-bytes", "--model", "--mos-dir", "--prompt-file",
+                             "--temperature", "--timeout", "--turn-taking-model", "--whisper-dir"]
     assert flags["--judge"].default == "features" and flags["--judge"].choices == ["features", "openai"]
     assert _group_flags("naturalness", "stance judge (--judge openai)") == [
         "--model", "--base-url", "--prompt-file", "--concurrency", "--timeout", "--temperature", "--audio-rate",
@@ -116,7 +116,8 @@ def test_naturalness_options_keep_their_flags_defaults_and_groups():
     assert flags["--max-audio-seconds"].default == 600.0
     assert flags["--lid-dir"].help == "an audio language-ID classifier (e.g. MMS-LID); default: py3langid on the transcript"
     assert _group_flags("naturalness", "local model folders (none ships; the columns stay null with the reason)") == [
-        "--whisper-dir", "--lid-dir", "--dialect-dir", "--emotion-dir", "--emotional-naturalness-dir", "--mos-dir"]
+        "--whisper-dir", "--lid-dir", "--dialect-dir", "--emotion-dir", "--emotional-naturalness-dir", "--mos-dir",
+        "--turn-taking-model"]
 
 
 def test_a_setting_s_group_puts_its_option_under_that_title():
@@ -166,7 +167,7 @@ def test_an_unknown_keyword_names_the_valid_ones():
         RewardAudioJudgeScorer("m", URL, device="cpu")
     with pytest.raises(SettingsError, match=r"unknown setting 'whisper' for NaturalnessSettings; valid: whisper_dir, "
                                             r"lid_dir, dialect_dir, emotion_dir, emotional_naturalness_dir, mos_dir, "
-                                            r"jobs, cache_dir, "
+                                            r"turn_taking_model, jobs, cache_dir, "
                                             r"max_audio_seconds$"):
         NaturalnessScorer(whisper="w")
 

@@ -37,7 +37,7 @@ class NaturalnessSettings:
     mos_dir: Path | None = setting(None, group=_MODELS,
                                    help="model.onnx: 16 kHz waveform [1, T] -> one MOS (e.g. UTMOS)")
     turn_taking_model: Path | None = setting(
-        None, group=_MODELS, help="VAP turn-taking evaluators: a folder in the authors' released checkpoint layout "
+        None, group=_MODELS, record_none=False, help="VAP turn-taking evaluators: a folder in the authors' released checkpoint layout "
                                   "(VAP_state_dict.pt; every *.pt state dict in it is one evaluator, their surprisals "
                                   "averaged); default: only the model-free n-gram baseline at eval")
     jobs: int | None = setting(None, volatile=True,
