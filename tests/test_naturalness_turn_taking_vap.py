@@ -307,3 +307,19 @@ def test_the_scorer_option_loads_the_folder(tmp_path):
         NaturalnessScorer(turn_taking_model=tmp_path, jobs=1)
     with pytest.raises(SettingsError, match="turn_taking_model must be"):
         NaturalnessScorer(turn_taking_model=3, jobs=1)
+
+
+def test_the_models_see_15_s_before_the_answer_window(tmp_path):
+    evaluators = VapEvaluators(_save(tmp_path / "m", "VAP_state_dict.pt", tiny_vap(0)))
+    rng = np.random.default_rng(7)
+    waveform = rng.normal(0, 0.1, (2, 17 * 16000)).astype(np.float32)
+    asker = rng.random(850) < 0.4
+    answerer = rng.random(850) < 0.4
+    got = evaluators.surprisal(waveform, asker, answerer, (830, 850))
+    # by hand: the input from frame 830 - 750 = 80 on (sample 80 x 320), the labels from the same frames
+    va = np.zeros((770 + HORIZON + 1, 2))
+    va[:770, 0], va[:770, 1] = asker[80:], answerer[80:]
+    labels = torch.tensor(_labels_by_loop(va)[750:770])
+    with torch.inference_mode():
+        logits = tiny_vap(0)(torch.from_numpy(waveform[:, 80 * 320:]).unsqueeze(0))[0]
+    assert got == pytest.approx(F.cross_entropy(logits[750:770], labels).item(), rel=1e-5)

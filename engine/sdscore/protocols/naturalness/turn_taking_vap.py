@@ -11,7 +11,9 @@ two channels (asker, answerer) with the answer clip in the answerer's place from
 dialogue_activity.py builds the voice activity — goes through each model as one 16 kHz stereo
 waveform; at every 50 Hz frame of the answer window the model's log-probability of the observed
 future voice-activity state (the next 2 s of both speakers' VAD in VAP's 4 bins each; silence past
-the dialogue's end) is taken, negated and averaged over the window, then over the evaluators. Lower
+the dialogue's end) is taken, negated and averaged over the window, then over the evaluators; the
+models see the dialogue from CONTEXT_S (15 s) before the answer window, as the authors' chunked
+extraction gives each frame 15 s of context (VAP was trained on 20-s windows). Lower
 is more typical of the dialogues the models were trained on. Each dialogue runs alone (its two
 channels together), so a batch of rows scores exactly as the rows one by one.
 """
@@ -28,6 +30,9 @@ from sdscore.protocols.naturalness.dialogue_activity import dialogue_frames
 SAMPLE_RATE = 16000
 RELEASED = "VAP_state_dict.pt"
 RELEASED_MODULE = "VAPModule_state_dict.pt"
+#: seconds of dialogue before the answer window the models see (the authors' step_extraction: 20-s
+#: chunks, 5-s steps, so each scored frame has 15 s of context)
+CONTEXT_S = 15.0
 
 
 def evaluator_files(folder: str | Path) -> list[Path]:
@@ -72,16 +77,21 @@ class VapEvaluators:
 
     def surprisal(self, waveform: np.ndarray, asker: np.ndarray, answerer: np.ndarray, window: tuple[int, int]) -> float:
         """Mean over the models of the mean -ln P(observed future state) over the window's frames (50 Hz;
-        asker/answerer: bool activity tracks of the same dialogue at 50 Hz)."""
+        asker/answerer: bool activity tracks of the same dialogue at 50 Hz); the models see the dialogue
+        from CONTEXT_S before the window (all of it when shorter)."""
         import torch
 
-        from sdscore.models.vap import HORIZON, future_labels
+        from sdscore.models.vap import FRAME_HZ, HORIZON, future_labels
 
+        first = max(0, window[0] - int(round(CONTEXT_S * FRAME_HZ)))  # their 15-s context before the frames
+        asker, answerer = asker[first:], answerer[first:]
+        window = (window[0] - first, window[1] - first)
         va = torch.zeros(len(asker) + HORIZON + 1, 2)
         va[: len(asker), 0] = torch.from_numpy(np.asarray(asker, dtype=np.float32))
         va[: len(answerer), 1] = torch.from_numpy(np.asarray(answerer, dtype=np.float32))
         labels = future_labels(va)[: len(asker)]
-        audio = torch.from_numpy(np.ascontiguousarray(waveform, dtype=np.float32)).unsqueeze(0)
+        samples = waveform[:, first * SAMPLE_RATE // FRAME_HZ:]
+        audio = torch.from_numpy(np.ascontiguousarray(samples, dtype=np.float32)).unsqueeze(0)
         values = []
         with torch.inference_mode():
             for model in self.models:
