@@ -414,7 +414,7 @@ def test_cli_eval_table_i_explainable_features_and_report(tmp_path, capsys):
     assert "Explainable features:" in printed
     page = html.read_text(encoding="utf-8")
     assert "Table I: original conversations and selected dialogues" in page
-    assert "most separable features (AUROC vs reference)" in page
+    assert "most separable features (AUROC vs reference)" in page and "LDA baseline score (test)" in page
     assert "Explainable features: answers on the first two principal components" in page
 
 
@@ -446,3 +446,49 @@ def test_average_ranks_equal_scipy_rankdata():
     values = np.random.default_rng(8).integers(0, 7, 50).astype(float)
     np.testing.assert_array_equal(average_ranks(values), stats.rankdata(values))
     assert average_ranks(np.array([])).size == 0
+
+
+def test_lda_1d_equals_sklearn_linear_discriminant():
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+
+    from sdscore.protocols.naturalness.distributional_features import lda_1d
+
+    rng = np.random.default_rng(9)
+    reference, other = rng.normal(1.0, 1.0, 23), rng.normal(0.2, 1.5, 31)
+    lda = LinearDiscriminantAnalysis().fit(np.r_[reference, other][:, None], np.r_[np.ones(23), np.zeros(31)])
+    slope, intercept = lda_1d(reference, other)
+    grid = np.linspace(-4, 4, 17)
+    np.testing.assert_allclose(slope * grid + intercept, lda.decision_function(grid[:, None]), rtol=1e-9, atol=1e-9)
+    assert lda_1d(reference[:1], other) is None and lda_1d(np.ones(3), np.ones(4)) is None
+
+
+def test_lda_baseline_fits_on_dev_and_scores_test_as_the_released_code():
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+
+    rows = _rows(16).with_columns(pl.Series("split", (["dev"] * 8 + ["test"] * 8) * 3))
+    per_system, pooled = distributional_metrics(rows, ["human", "fast", "slow"], "human")
+    baseline = per_system["fast"]["lda_baseline"]
+    frame = pd.DataFrame([answer_features(r)[0] for r in rows.iter_rows(named=True)])
+    frame["system"], frame["split"] = rows["system"].to_list(), rows["split"].to_list()
+    probabilities = []
+    for feature in FEATURES:
+        dev = frame[(frame.split == "dev") & frame.system.isin(["human", "fast"])].dropna(subset=[feature])
+        if (dev.system == "human").sum() < 2 or (dev.system == "fast").sum() < 2 or dev[feature].std() == 0:
+            assert baseline["features"][feature]["accuracy"] is None
+            continue
+        lda = LinearDiscriminantAnalysis().fit(dev[[feature]], (dev.system == "human").astype(int))
+        test = frame[(frame.split == "test") & frame.system.isin(["human", "fast"])].dropna(subset=[feature])
+        truth = (test.system == "human").astype(int)
+        got = baseline["features"][feature]
+        assert got["accuracy"] == pytest.approx(float((lda.predict(test[[feature]]) == truth).mean()))
+        assert got["auroc"] == pytest.approx(roc_auc_score(truth, lda.predict_proba(test[[feature]])[:, 1]))
+        fast = frame[(frame.split == "test") & (frame.system == "fast")][[feature]]
+        probabilities.append(np.where(fast[feature].notna(), lda.predict_proba(fast.fillna(0))[:, 1], np.nan))
+    assert baseline["value"] == pytest.approx(np.nanmean(np.array(probabilities), axis=0).mean())
+    assert baseline["n"] == 8 and "lda_baseline" not in per_system["human"]
+    from sdscore.protocols.naturalness.distributional_features import format_explainable
+
+    assert f"LDA baseline score {baseline['value']:.3f}" in format_explainable(per_system, pooled)
+    without = distributional_metrics(_rows(), ["human", "fast"], "human")[0]["fast"]["lda_baseline"]
+    assert without == {"value": None, "reason": "needs dev and test rows (the results' split column) of both "
+                                                "'human' and 'fast'"}

@@ -23,7 +23,10 @@ values in every system (the released numeric_feature_columns), the others are li
 auroc_vs_reference: per feature, P(reference value > system value) + ½ P(equal) over all pairs of the
 two systems' answers (Mann–Whitney); 0.5 = indistinguishable. The released baseline fits a 1-D LDA per
 feature on dev and reports its test AUROC; a 1-D LDA's posterior is monotone in the feature, so its
-AUROC is this value or 1 − it.
+AUROC is this value or 1 − it. lda_baseline is that released baseline itself, when the rows have
+dev and test splits: per feature a 1-D LDA fitted on the dev answers of the reference and the system,
+its accuracy and AUROC on the test answers, and the system's score, the mean over its test answers of
+the mean P(reference) over the features (their average_naturalness_score).
 """
 
 from __future__ import annotations
@@ -150,8 +153,70 @@ def distributional_metrics(rows: pl.DataFrame, order: Sequence[str], reference: 
         if None in per_system[name]["text_sources"]:
             per_system[name]["text_sources"]["none"] = per_system[name]["text_sources"].pop(None)
     _separability(per_system, matrix, systems, reference)
+    splits = np.asarray(rows["split"].to_list() if "split" in rows.columns else [None] * rows.height, dtype=object)
+    _lda_baselines(per_system, matrix, systems, splits, reference)
     pooled = _clusters(per_system, matrix, systems, rows)
     return per_system, pooled
+
+
+def lda_1d(reference: np.ndarray, other: np.ndarray) -> tuple[float, float] | None:
+    """A two-class linear discriminant on one feature (reference = class 1), as scikit-learn's
+    LinearDiscriminantAnalysis's decision function works out: class means, the pooled within-class
+    variance over n and the class shares as priors; (slope, intercept) of the log-odds of the reference class, or None
+    with fewer than 2 values per class or no spread."""
+    if reference.size < 2 or other.size < 2 or np.concatenate([reference, other]).std() == 0:
+        return None
+    m1, m0 = reference.mean(), other.mean()
+    n = reference.size + other.size
+    variance = (((reference - m1) ** 2).sum() + ((other - m0) ** 2).sum()) / n
+    if variance <= 0:
+        return None
+    slope = (m1 - m0) / variance
+    return slope, -(m1 * m1 - m0 * m0) / (2 * variance) + np.log(reference.size / other.size)
+
+
+def _lda_baselines(per_system: dict, matrix: np.ndarray, systems: np.ndarray, splits: np.ndarray,
+                   reference: str) -> None:
+    """The released explainable baseline (compute_features_scores.py): per feature a 1-D LDA of the
+    reference's vs the system's answers fitted on the dev rows, its accuracy and AUROC on the test rows,
+    and the system's naturalness score: the mean over its test answers of the mean P(reference) over
+    the features."""
+    dev, test = splits == "dev", splits == "test"
+    ref = systems == reference
+    for name, values in per_system.items():
+        if name == reference:
+            continue
+        own = systems == name
+        if not ((ref & dev).any() and (own & dev).any() and (ref & test).any() and (own & test).any()):
+            values["lda_baseline"] = {"value": None, "reason": "needs dev and test rows (the results' split column) "
+                                                                 f"of both {reference!r} and {name!r}"}
+            continue
+        features, probabilities = {}, []
+        for j, feature in enumerate(FEATURES):
+            column = matrix[:, j]
+            fitted = lda_1d(*(column[m & dev][np.isfinite(column[m & dev])] for m in (ref, own)))
+            if fitted is None:
+                features[feature] = {"accuracy": None, "auroc": None,
+                                     "reason": "fewer than 2 dev values per system, or no spread"}
+                continue
+            slope, intercept = fitted
+            a, b = (column[m & test][np.isfinite(column[m & test])] for m in (ref, own))
+            score = lambda x: slope * x + intercept  # noqa: E731 - the log-odds of the reference
+            out = {"n_reference_test": int(a.size), "n_test": int(b.size)}
+            if a.size and b.size:
+                hits = (score(a) > 0).sum() + (score(b) <= 0).sum()
+                out.update(accuracy=float(hits / (a.size + b.size)),
+                           auroc=auroc_greater(score(a), score(b)))
+            else:
+                out.update(accuracy=None, auroc=None, reason="no test value")
+            features[feature] = out
+            own_test = column[own & test]
+            probabilities.append(np.where(np.isfinite(own_test), 1 / (1 + np.exp(-score(own_test))), np.nan))
+        per_answer = np.array(probabilities)
+        answered = np.isfinite(per_answer).any(axis=0) if per_answer.size else np.zeros(0, dtype=bool)
+        score_mean = (np.nanmean(per_answer[:, answered], axis=0) if answered.any() else np.zeros(0))
+        values["lda_baseline"] = {"value": float(score_mean.mean()) if score_mean.size else None,
+                                  "n": int(score_mean.size), "features": features}
 
 
 def _separability(per_system: dict, matrix: np.ndarray, systems: np.ndarray, reference: str) -> None:
@@ -260,6 +325,7 @@ def format_explainable(per_system: dict[str, dict], pooled: dict) -> str:
             continue
         spread = "" if general.get("std") is None else f" ± {general['std']:.2f}"
         centroid = ", ".join(f"{v:.2f}" for v in values["pca_centroid"])
+        lda = (values.get("lda_baseline") or {}).get("value")
         lines.append(f"  {name}: {values['n_answers']} answers, general feature {general['value']:.2f}{spread}, "
-                     f"PC centroid ({centroid})")
+                     f"PC centroid ({centroid})" + ("" if lda is None else f", LDA baseline score {lda:.3f}"))
     return "\n".join(lines)

@@ -450,7 +450,9 @@ DEFINITIONS = {
                "dimension; stances.vs_reference the same against the reference answer to the same question",
     "explainable_features": "per system (explainable_features): the mean ± std of SPEARBench's spectral (F0 in Hz), "
                             "temporal and lexical distributional features per answer (distributional_features.py), "
-                            "each feature's AUROC P(reference > system) and the means of the correlation clusters; "
+                            "each feature's AUROC P(reference > system), the means of the correlation clusters and, "
+                            "with dev and test rows, lda_baseline: the released per-feature LDA (fitted on dev) "
+                            "accuracy/AUROC on test and mean P(reference) of the system's test answers; "
                             "top-level explainable_features: the clusters (average linkage on 1 - |Spearman rho|, "
                             "cut at |rho| 0.8), each cluster's and the general first principal component, and every "
                             "answer's coordinates on the first two principal components of the z-scored features, "

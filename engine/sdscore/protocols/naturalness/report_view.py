@@ -120,15 +120,19 @@ def _explainable(m: dict) -> list:
         top = sorted(aurocs, key=lambda k: -abs(aurocs[k] - 0.5))[:3]
         rows.append([text(name), text(str(features.get("n_answers", 0))), text(format_value(general.get("value"), 2)),
                      text(", ".join(format_value(v, 2) for v in features.get("pca_centroid") or [])),
-                     text("; ".join(f"{k} {aurocs[k]:.2f}" for k in top) or "-")])
+                     text("; ".join(f"{k} {aurocs[k]:.2f}" for k in top) or "-"),
+                     text(format_value((features.get("lda_baseline") or {}).get("value"), 3))])
     ratios = pooled["pca"]["explained_variance_ratio"]
     blocks.append(Table("Explainable features", ["system", "answers", "general feature", "PC centroid",
-                                                 "most separable features (AUROC vs reference)"], rows,
+                                                 "most separable features (AUROC vs reference)",
+                                                 "LDA baseline score (test)"], rows,
                         f"{len(pooled['features'])} spectral, temporal and lexical features z-scored over all systems' "
                         f"answers, {len(pooled['clusters'])} correlation clusters (|rho| >= "
                         f"{pooled['threshold_abs_rho']}); the PCs explain "
                         + " / ".join(f"{100 * r:.1f} %" for r in ratios) + " of the variance. AUROC: P(reference "
-                        "answer's value > this system's); 0.5 = indistinguishable."))
+                        "answer's value > this system's); 0.5 = indistinguishable. LDA baseline score: the released "
+                        "explainable baseline (per-feature LDA fitted on dev, mean P(human-like) of the test answers); "
+                        "— without dev and test rows."))
     return blocks
 
 
