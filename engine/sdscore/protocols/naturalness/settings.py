@@ -32,7 +32,7 @@ class NaturalnessSettings:
                                        help="a Voxlect-English-style 16-class dialect classifier")
     emotion_dir: Path | None = setting(None, group=_MODELS, help="an arousal/valence/dominance regression model")
     emotional_naturalness_dir: Path | None = setting(
-        None, group=_MODELS, help="an emotional-naturalness predictor (config.json + model.safetensors; see "
+        None, group=_MODELS, record_none=False, help="an emotional-naturalness predictor (config.json + model.safetensors; see "
                                   "docs/naturalness.md); needs --emotion-dir, whose model gives the emotion embeddings")
     mos_dir: Path | None = setting(None, group=_MODELS,
                                    help="model.onnx: 16 kHz waveform [1, T] -> one MOS (e.g. UTMOS)")
