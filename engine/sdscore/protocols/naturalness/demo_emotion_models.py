@@ -19,6 +19,9 @@ PREDICTOR_FOLDER = "emotional-naturalness-RANDOM-WEIGHTS"
 PREDICTOR_NAME = "RANDOM WEIGHTS (sdscore demo: random emotion model and predictor)"
 HIDDEN = 16
 SEED = 0
+#: the predictor's weight scale: the tiny model's embeddings are small, so unit-scale weights give
+#: logits of a few thousandths, which Table III's two decimals would show as 0.00
+PREDICTOR_SCALE = 10.0
 
 
 def random_emotion_models(folder: Path) -> tuple[Path, Path] | str:
@@ -31,7 +34,8 @@ def random_emotion_models(folder: Path) -> tuple[Path, Path] | str:
     if not (emotion / "config.json").is_file():
         _write_emotion_model(emotion)
     if not (predictor / "config.json").is_file():
-        write_random_predictor(predictor, emotion_dim=HIDDEN, hidden=(8,), seed=SEED, name=PREDICTOR_NAME)
+        write_random_predictor(predictor, emotion_dim=HIDDEN, hidden=(8,), seed=SEED, name=PREDICTOR_NAME,
+                               scale=PREDICTOR_SCALE)
     return emotion, predictor
 
 

@@ -150,9 +150,10 @@ def _read_layers(path: Path, input_dim: int, hidden: list[int]) -> list[tuple[np
 
 def write_random_predictor(folder: str | Path, *, emotion_dim: int, relationships: Sequence[str] = (),
                            hidden: Sequence[int] = (16,), context_dim: int = MINILM_DIM, seed: int = 0,
-                           name: str = "RANDOM WEIGHTS (not a trained model)") -> Path:
+                           name: str = "RANDOM WEIGHTS (not a trained model)", scale: float = 1.0) -> Path:
     """A predictor folder with random weights in the loader's layout (the demo's and the tests'),
-    marked random_weights: every table that shows its scores says they mean nothing."""
+    marked random_weights: every table that shows its scores says they mean nothing. Each layer's
+    weights and biases are uniform in ±scale/√(its inputs)."""
     from safetensors.numpy import save_file
 
     folder = Path(folder)
@@ -161,9 +162,9 @@ def write_random_predictor(folder: str | Path, *, emotion_dim: int, relationship
     widths = [2 * emotion_dim + 2 * len(AVD) + context_dim + len(relationships), *hidden, len(LABELS)]
     tensors = {}
     for i in range(len(widths) - 1):
-        scale = 1.0 / np.sqrt(widths[i])
-        tensors[f"{2 * i}.weight"] = rng.uniform(-scale, scale, (widths[i + 1], widths[i])).astype(np.float32)
-        tensors[f"{2 * i}.bias"] = rng.uniform(-scale, scale, widths[i + 1]).astype(np.float32)
+        bound = scale / np.sqrt(widths[i])
+        tensors[f"{2 * i}.weight"] = rng.uniform(-bound, bound, (widths[i + 1], widths[i])).astype(np.float32)
+        tensors[f"{2 * i}.bias"] = rng.uniform(-bound, bound, widths[i + 1]).astype(np.float32)
     save_file(tensors, str(folder / WEIGHTS_FILE))
     config = {"format": PREDICTOR_FORMAT, "version": 1, "name": name, "random_weights": True,
               "emotion_dim": emotion_dim, "context_dim": context_dim, "relationships": list(relationships),
