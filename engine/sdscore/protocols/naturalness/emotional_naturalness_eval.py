@@ -143,12 +143,12 @@ def plot_emotional_naturalness(frame: pl.DataFrame, metrics: dict, path) -> dict
         pl.col(LOGIT).is_not_null() & pl.col(LOGIT).is_finite())
     is_dev, _ = calibration_split(rows, metrics["reference_system"])
     test = rows.filter(~is_dev).with_columns((pl.col(LOGIT) + calibration["shift"]).alias("score"))
-    label = "emotional naturalness score (shifted logit; higher: more human-like)"
+    title = "Emotional naturalness per answer (SPEARBench Fig. 2 bottom; test rows)"
     if calibration.get("random_weights"):
-        label += " — RANDOM-WEIGHT predictor"
+        title += "\nRANDOM-WEIGHT predictor: the scores mean nothing"
     try:
-        drawn = plot_score_histograms(test, path, column="score", label=label, systems=list(metrics["systems"]),
-                                      title="Emotional naturalness per answer (SPEARBench Fig. 2 bottom; test rows)")
+        drawn = plot_score_histograms(test, path, column="score", systems=list(metrics["systems"]), title=title,
+                                      label="shifted logit (higher: more human-like)")
     except NoPlotData as reason:
         return {"skipped": str(reason)}
     return {"path": str(drawn)}
