@@ -14,7 +14,7 @@ import torch
 
 from sdscore.errors import AudioError, ModelError
 from sdscore.models import byte_tokens as bt
-from sdscore.models.compact import CONFIG_FILE, WEIGHTS_FILE, CompactConfig, CompactRewardModel
+from sdscore.models.compact import CONFIG_FILE, WEIGHTS_FILE, CompactConfig, CompactRewardModel, PackedRows
 from sdscore.models.episodes import Episode, Turn
 from sdscore.models.loading import detect_kind, load_reward_model
 from sdscore.models.log_mel import compress, log_mel, mel_filterbank, mel_power
@@ -271,6 +271,58 @@ def test_span_attention_path_gives_the_sdpa_states(model, side):
     torch.testing.assert_close(fast, sdpa, rtol=0, atol=1e-5)
     torch.testing.assert_close(h_span[mask.bool()], h_sdpa[mask.bool()], rtol=0, atol=1e-5)
     torch.testing.assert_close(single, fast, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "attn", "last"])
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("inference", [True, False], ids=["audio-embeds", "audio-frames"])
+def test_packed_forward_equals_the_padded_forward(side, pooling, inference):
+    """The fused forward over the batch's tokens only (PackedRows) gives the padded span-attention
+    forward's pooled states and the SDPA ones, and batched equals one-by-one on it."""
+    m = CompactRewardModel.from_config(CompactConfig(**{**SMALL.__dict__, "pooling": pooling}), seed=3)
+    pairs = ragged_episodes()
+    m.padding_side = side
+    items = [item for item in m.prepare_many([e for e, _ in pairs], [a for _, a in pairs], inference=inference)]
+    batch = m.collate(items)
+    rows = PackedRows.of(batch["attention_mask"])
+    assert rows is not None and rows.grid is not None  # ragged: copied into the attention grid and back
+    with torch.inference_mode():
+        packed = m.packed_pooled(batch, rows)
+        hidden, mask = m.hidden(batch, attention="span")
+        padded, sdpa = m.pooler(hidden, mask).float(), m.pooled(batch)
+        single = torch.cat([m.packed_pooled(one, PackedRows.of(one["attention_mask"]))
+                            for one in (m.collate([item]) for item in items)])
+    torch.testing.assert_close(packed, padded, rtol=0, atol=1e-5)
+    torch.testing.assert_close(packed, sdpa, rtol=0, atol=1e-5)
+    torch.testing.assert_close(single, packed, rtol=0, atol=1e-5)
+
+
+def test_packed_rows_lay_out_each_row_once():
+    right = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 0, 0]])
+    rows = PackedRows.of(right)
+    assert rows.flat.tolist() == [0, 1, 2, 4, 12, 13]
+    assert rows.rank.tolist() == [0, 1, 2, 0, 0, 1] and rows.offsets.tolist() == [0, 3, 4, 4, 6]
+    assert rows.grid.tolist() == [0, 1, 2, 3, 9, 10]  # right-aligned [4 rows, 3 wide]
+    left = PackedRows.of(right.flip(1))
+    assert left.flat.tolist() == [1, 2, 3, 7, 14, 15] and left.rank.tolist() == rows.rank.tolist()
+    full = PackedRows.of(torch.ones(2, 3, dtype=torch.bool))
+    assert full.grid is None and full.pays()  # the rows are the grid: no copies
+    assert PackedRows.of(torch.tensor([[1, 0, 1]])) is None  # a hole: not one run
+    assert PackedRows.of(torch.zeros(2, 3)) is None  # nothing to attend
+    assert rows.pays()  # 6 tokens in a 4 x 3 grid: half of it padding
+    assert not PackedRows.of(torch.tensor([[1] * 10, [1] * 9 + [0]])).pays()  # 5 % padding: the padded forward
+
+
+def test_inference_pooled_takes_the_packed_forward_when_it_pays(model, monkeypatch):
+    pairs = ragged_episodes()
+    calls = []
+    real = model.packed_pooled
+    monkeypatch.setattr(model, "packed_pooled", lambda batch, rows: calls.append(rows) or real(batch, rows))
+    with torch.inference_mode():
+        model.inference_pooled(model.collate([model.prepare(e, a) for e, a in pairs]))  # ragged
+        model.inference_pooled(model.collate([model.prepare(*pairs[1])]))  # one row: no padding
+        model.inference_pooled(model.collate_dense([model.prepare(*pairs[1])]))  # dense frames: the padded path
+    assert len(calls) == 2 and calls[1].grid is None
 
 
 def test_span_attention_falls_back_to_sdpa_for_a_mask_with_holes(model):

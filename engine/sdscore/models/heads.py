@@ -52,6 +52,16 @@ class Pooler(nn.Module):
         # softmax is shift-invariant: attn.bias (kept for SDiaReward's state dict) changes nothing
         return kernels.attention_pool(hidden, mask, self.attn.weight[0], 0.0, impl=impl)
 
+    def packed(self, values: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        """forward() over packed rows: values [T, H] with int64 offsets [B+1] (row b is
+        values[offsets[b]:offsets[b+1]]; the padding-free layout of a fused forward) -> [B, H]."""
+        kw = {"offsets": offsets, "impl": self.impl}
+        if self.kind == "mean":
+            return kernels.masked_mean(values, **kw)
+        if self.kind == "last":
+            return kernels.last_token(values, **kw)
+        return kernels.attention_pool(values, None, self.attn.weight[0], 0.0, **kw)
+
     def pool_prefixed(
         self, prefix: torch.Tensor, prefix_mask: torch.Tensor, cont: torch.Tensor, cont_mask: torch.Tensor,
         group: torch.Tensor,
