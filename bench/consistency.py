@@ -1,22 +1,36 @@
-"""Consistency protocol throughput: batched GE2E vs resemblyzer's per-utterance loop; group_cosine vs a torch loop.
+"""Consistency protocol throughput: batched GE2E vs resemblyzer in one-thread processes; group_cosine vs a torch loop.
 
 GE2E rows embed the same TTS utterances (flite and espeak-ng voices, 1-6 s, rendered into a temp
 folder) from their files: ours is load_many + Ge2eEncoder.embed_waveforms (partial windows of many
-files per LSTM batch, single-threaded workers); the peer is resemblyzer's documented loop
-``[encoder.embed_utterance(preprocess_wav(p)) for p in paths]``. Each runs on 1 torch thread and
-on all cores, all four in the same interleaved rounds (bench/common.py); the headline row is the
-best of ours against the best of resemblyzer's, then the same-threads pairings and a re-score
-from the cache. Every ratio is the median of the per-round ratios.
+files per LSTM call, the compiled core's LSTM on `workers` one-thread workers); the peer is
+resemblyzer's documented loop ``[encoder.embed_utterance(preprocess_wav(p)) for p in paths]``.
+The strongest peer on N cores is that loop in N one-thread worker processes, the files dealt out
+evenly, every thread pool of each worker pinned to 1 (OMP/OPENBLAS/MKL_NUM_THREADS=1 set before
+the workers start, torch.set_num_threads(1) and threadpoolctl's limit in each) — no thread ever
+waits for another. The same loop in this process with every pool at 1 and ours on 1 worker are
+the one-core pairing. All contenders run in the same interleaved rounds (bench/common.py); each
+ratio is the median of the per-round ratios; the CPU model, date, load and each pool's threads
+are printed. The CPU-work rows divide the same runs' embeddings by the CPU seconds they burned
+(user + system, every thread of this process, or of all peer workers): on a loaded machine the
+wall-clock ratio depends on how many threads each side has runnable, the work ratio much less.
+The LSTM row is the core's LSTM vs torch.nn.LSTM on one thread (GFLOP/s), beside
+the measured one-thread fp32 matmul rate of this machine.
 The similarity row scores SpeakerSleuth-sized groups (5 turns, D = 256) with group_cosine vs the
 per-group F.cosine_similarity loop a user would write; on CUDA also as GB/s vs the device copy.
 """
 
 from __future__ import annotations
 
+import datetime
+import multiprocessing
+import os
+import platform
+import resource
 import sys
 import tempfile
+import time
 import warnings
-from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -25,68 +39,235 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Row, interleaved_rounds, parser, rate_row, render_tts, report  # noqa: E402
+from cotenant import load_note  # noqa: E402
 
-from sdscore import kernels  # noqa: E402
+from sdscore import _core, kernels  # noqa: E402
 from sdscore.audio import load_many  # noqa: E402
 from sdscore.features.speaker import SpeakerEmbedder  # noqa: E402
-from sdscore.features.speaker.ge2e import Ge2eEncoder  # noqa: E402
+from sdscore.features.speaker.ge2e import LAYERS, MEL_CHANNELS, PARTIAL_FRAMES, Ge2eEncoder  # noqa: E402
+
+#: the thread-count variables of the BLAS/OpenMP pools a resemblyzer worker loads (numpy's
+#: OpenBLAS, torch's OpenMP/MKL), pinned to 1 before the workers start
+POOL_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), platform.processor())
+    except OSError:
+        return platform.processor() or "unknown CPU"
 
-def with_threads(threads: int, fn: Callable[..., object]) -> Callable[..., object]:
-    """fn run with torch's intra-op thread count set to `threads` (restored after)."""
-    def run(*args):
-        before = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
-            return fn(*args)
-        finally:
-            torch.set_num_threads(before)
+
+def pool_threads() -> str:
+    """Each thread pool of this process and its size: torch's intra-op team, threadpoolctl's view."""
+    pools = [f"torch {torch.get_num_threads()}"]
+    try:
+        from threadpoolctl import threadpool_info
+
+        pools += [f"{p['internal_api']} {p['num_threads']}" for p in threadpool_info()]
+    except ImportError:
+        pass
+    return ", ".join(pools)
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) this process's threads have used."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def in_process(fn):
+    """fn(files) -> (its result, the CPU seconds of this process's threads during the call)."""
+    def run(files):
+        start = cpu_seconds()
+        out = fn(files)
+        return out, cpu_seconds() - start
     return run
 
 
+@contextmanager
+def one_thread_pools():
+    """Every pool of this process at 1 thread (torch and, with threadpoolctl, BLAS/OpenMP) inside."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        threadpool_limits = None
+    try:
+        if threadpool_limits is None:
+            yield
+        else:
+            with threadpool_limits(1):
+                yield
+    finally:
+        torch.set_num_threads(before)
+
+
+# ---- the peer: resemblyzer's loop in one-thread worker processes -----------------------------------
+
+_PEER: dict = {}
+
+
+def _peer_start(ready) -> None:
+    torch.set_num_threads(1)
+    try:
+        from threadpoolctl import threadpool_limits
+
+        _PEER["limits"] = threadpool_limits(1)  # held for the worker's life
+    except ImportError:
+        pass
+    warnings.filterwarnings("ignore")
+    from resemblyzer import VoiceEncoder, preprocess_wav
+
+    _PEER["encoder"], _PEER["preprocess"] = VoiceEncoder("cpu", verbose=False), preprocess_wav
+    ready.wait()
+
+
+def _peer_embed(files: list[str]) -> tuple[np.ndarray, float]:
+    """The files' embeddings and the CPU seconds this worker spent on them."""
+    start = cpu_seconds()
+    out = np.stack([_PEER["encoder"].embed_utterance(_PEER["preprocess"](p)) for p in files])
+    return out, cpu_seconds() - start
+
+
+def _peer_threads(_: int) -> str:
+    time.sleep(0.2)  # long enough that every worker takes one
+    return f"pid {os.getpid()}: {pool_threads()}"
+
+
+class PeerProcesses:
+    """resemblyzer's loop in `processes` spawned one-thread workers; `run` deals the files out
+    (file i to worker i mod N) and returns the embeddings in file order."""
+
+    def __init__(self, processes: int):
+        saved = {k: os.environ.get(k) for k in POOL_VARIABLES}
+        os.environ.update({k: "1" for k in POOL_VARIABLES})  # read by the pools as the workers load them
+        try:
+            context = multiprocessing.get_context("spawn")
+            ready = context.Barrier(processes + 1)
+            self.processes = processes
+            self.pool = context.Pool(processes, initializer=_peer_start, initargs=(ready,))
+            ready.wait()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def threads(self) -> list[str]:
+        return sorted(set(self.pool.map(_peer_threads, range(self.processes), chunksize=1)))
+
+    def run(self, files: list[str]) -> tuple[np.ndarray, float]:
+        """Embeddings in file order and the CPU seconds of all workers together."""
+        parts = self.pool.map(_peer_embed, [files[w:: self.processes] for w in range(self.processes)], chunksize=1)
+        out = np.empty((len(files), parts[0][0].shape[1]), dtype=np.float32)
+        for w, (part, _) in enumerate(parts):
+            out[w:: self.processes] = part
+        return out, sum(cpu for _, cpu in parts)
+
+    def close(self) -> None:
+        self.pool.terminate()
+        self.pool.join()
+
+
 def ge2e_rows(paths: list[str], rounds: int) -> list[Row]:
-    """Embeddings per second of ours vs resemblyzer's loop, each on 1 thread and on all cores, in
-    the same interleaved rounds: the headline is best vs best; the other pairings and the cache
-    hit follow."""
+    """Embeddings per second of ours on N workers vs resemblyzer in N one-thread processes (the
+    headline), ours on 1 worker vs resemblyzer's loop with every pool at 1, and the cache hit; all
+    in the same interleaved rounds."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from resemblyzer import VoiceEncoder, preprocess_wav
     peer_encoder = VoiceEncoder("cpu", verbose=False)
     n = len(paths)
     cores = torch.get_num_threads()
-
-    def peer(files):
-        return [peer_encoder.embed_utterance(preprocess_wav(p)) for p in files]
-
-    def ours_with(encoder: Ge2eEncoder):
-        return lambda files: encoder.embed_waveforms(list(load_many(files)))
-
+    ours_n, ours_1 = Ge2eEncoder(workers=cores), Ge2eEncoder(workers=1)
     embedder = SpeakerEmbedder("ge2e")
-    contenders = {
-        f"ours, {cores} threads": with_threads(cores, ours_with(Ge2eEncoder(workers=cores))),
-        "ours, 1 thread": with_threads(1, ours_with(Ge2eEncoder(workers=1))),
-        f"resemblyzer, {cores} threads": with_threads(cores, peer),
-        "resemblyzer, 1 thread": with_threads(1, peer),
+    peers = PeerProcesses(cores)
+    names = {"ours": f"ours, {cores} workers", "peer": f"resemblyzer x{cores} one-thread processes",
+             "ours1": "ours, 1 worker", "peer1": "resemblyzer, every pool 1 thread"}
+    outputs: dict[str, np.ndarray] = {}
+
+    def peer_one_thread(files):
+        with one_thread_pools():
+            return np.stack([peer_encoder.embed_utterance(preprocess_wav(p)) for p in files])
+
+    contenders = {  # each: files -> (embeddings, CPU seconds)
+        names["ours"]: in_process(lambda files: ours_n.embed_waveforms(list(load_many(files)))[0]),
+        names["peer"]: peers.run,
+        names["ours1"]: in_process(lambda files: ours_1.embed_waveforms(list(load_many(files)))[0]),
+        names["peer1"]: in_process(peer_one_thread),
     }
-    for fn in contenders.values():  # warm-up on 3 files: a whole-list warm-up doubles the slow loop's cost
-        fn(paths[:3])
-    embedder.embed_files(paths)  # fills the cache the last row reads
-    runs = {name: (lambda fn=fn: fn(paths)) for name, fn in contenders.items()}
-    runs["ours, cache hit"] = lambda: embedder.embed_files(paths)
-    seconds = interleaved_rounds(runs, rounds, warm_up=False)
+    cpu: dict[str, list[float]] = {name: [] for name in contenders}
+
+    def record(name, result):
+        outputs[name] = result[0]
+        cpu[name].append(result[1])
+    try:
+        print(f"GE2E: {cpu_model()}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
+              f"{os.cpu_count()} CPUs; {n} files")
+        print(f"  ours: this process, {cores} forward workers of 1 thread each; pools {pool_threads()}")
+        for line in peers.threads():
+            print(f"  peer worker {line}")
+        with one_thread_pools():
+            print(f"  peer in this process ({names['peer1']}): pools {pool_threads()}")
+        for fn in contenders.values():  # warm-up on 3 files: a whole-list warm-up doubles the slow loop's cost
+            fn(paths[:3])
+        embedder.embed_files(paths)  # fills the cache the last row reads
+        runs = {name: (lambda name=name, fn=fn: record(name, fn(paths))) for name, fn in contenders.items()}
+        runs["ours, cache hit"] = lambda: embedder.embed_files(paths)
+        print(f"  before: {load_note()}")
+        seconds = interleaved_rounds(runs, rounds, warm_up=False)
+        print(f"  after: {load_note()}")
+    finally:
+        peers.close()
+    agree = float(np.min(np.sum(outputs[names["ours"]] * outputs[names["peer"]], axis=1)))
+    print(f"  min cosine(ours, resemblyzer) over the files: {agree:.5f}")
     median = {k: float(np.median(v)) for k, v in seconds.items()}
-    ours_best = min((k for k in contenders if k.startswith("ours")), key=median.get)
-    peer_best = min((k for k in contenders if k.startswith("resemblyzer")), key=median.get)
     print("GE2E seconds per run (median): " + ", ".join(f"{k} {v:.2f}" for k, v in median.items()))
-    rows = [rate_row(f"GE2E embed {n} utterances: best vs best ({ours_best} vs {peer_best})", "emb/s", n,
-                     seconds[ours_best], seconds[peer_best])]
-    for threads in (f"{cores} threads", "1 thread"):
-        rows.append(rate_row(f"GE2E embed {n} utterances ({threads} each)", "emb/s", n,
-                             seconds[f"ours, {threads}"], seconds[f"resemblyzer, {threads}"]))
-    rows.append(rate_row(f"GE2E re-score {n} utterances (cache hit) vs {peer_best}", "emb/s", n,
-                         seconds["ours, cache hit"], seconds[peer_best]))
-    return rows
+    print("GE2E CPU seconds per run (median): " + ", ".join(f"{k} {np.median(v):.2f}" for k, v in cpu.items()))
+    return [
+        rate_row(f"GE2E embed {n} utterances: {names['ours']} vs {names['peer']}", "emb/s", n,
+                 seconds[names["ours"]], seconds[names["peer"]]),
+        rate_row(f"GE2E embed {n} utterances: {names['ours1']} vs {names['peer1']}", "emb/s", n,
+                 seconds[names["ours1"]], seconds[names["peer1"]]),
+        rate_row(f"GE2E re-score {n} utterances (cache hit) vs {names['peer']}", "emb/s", n,
+                 seconds["ours, cache hit"], seconds[names["peer"]]),
+        # the work itself: embeddings per CPU second, which a loaded machine changes least
+        rate_row(f"GE2E CPU work, {n} utterances: {names['ours']} vs {names['peer']}", "emb/CPU-s", n,
+                 cpu[names["ours"]], cpu[names["peer"]]),
+        rate_row(f"GE2E CPU work, {n} utterances: {names['ours1']} vs {names['peer1']}", "emb/CPU-s", n,
+                 cpu[names["ours1"]], cpu[names["peer1"]]),
+    ]
+
+
+def lstm_rows(rounds: int, batch: int = 64) -> list[Row]:
+    """GFLOP/s of the core's LSTM vs torch.nn.LSTM on one thread (GE2E's 3 x 256 over 160 frames,
+    `batch` partials), and of the one-thread fp32 matmul of this machine (torch, 1024^3) beside."""
+    encoder = Ge2eEncoder(workers=1)
+    lstm, layers = encoder.network.lstm, encoder._lstm_layers
+    mels = torch.rand(batch, PARTIAL_FRAMES, MEL_CHANNELS, generator=torch.Generator().manual_seed(0)) * 3
+    gates = 4 * lstm.hidden_size
+    macs = PARTIAL_FRAMES * gates * (MEL_CHANNELS + lstm.hidden_size + (LAYERS - 1) * 2 * lstm.hidden_size)
+    gflop = 2 * macs * batch / 1e9
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+
+    def matmul():
+        for _ in range(8):
+            torch.mm(a, b)
+
+    with one_thread_pools(), torch.no_grad():
+        seconds = interleaved_rounds({"core": lambda: _core.lstm_final_hidden(mels.numpy(), layers),
+                                      "torch": lambda: lstm(mels), "matmul": matmul}, rounds)
+    rate = lambda key, work: [work / s for s in seconds[key]]  # noqa: E731
+    core, peer, mm = rate("core", gflop), rate("torch", gflop), rate("matmul", 8 * 2 * 1024**3 / 1e9)
+    print(f"GE2E LSTM: {2 * macs / 1e6:.1f} MFLOP per partial window ({_core.lstm_isa(lstm.hidden_size)}); "
+          f"one-thread fp32 matmul (1024^3) {np.median(mm):.1f} GFLOP/s: the core's LSTM reaches "
+          f"{np.median(np.array(core) / np.array(mm)):.0%} of it, torch.nn.LSTM {np.median(np.array(peer) / np.array(mm)):.0%}")
+    return [Row(f"GE2E LSTM, {batch} partials, 1 thread: core vs torch.nn.LSTM", "GFLOP/s",
+                float(np.median(core)), float(np.median(peer)), [c / p for c, p in zip(core, peer)])]
 
 
 def similarity_rows(quick: bool, rounds: int) -> list[Row]:
@@ -130,7 +311,7 @@ def main() -> None:
     rounds = args.repeats or 3
     with tempfile.TemporaryDirectory(prefix="sdscore-bench-") as folder:
         paths = render_tts(Path(folder), 30 if args.quick else 100, words=(2, 16), espeak_every=2, prefix="u")
-        rows = ge2e_rows(paths, rounds) + similarity_rows(args.quick, rounds)
+        rows = ge2e_rows(paths, rounds) + lstm_rows(rounds) + similarity_rows(args.quick, rounds)
     report("consistency: GE2E embeddings and group similarity", rows, args.json)
 
 

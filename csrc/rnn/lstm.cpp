@@ -29,9 +29,10 @@ struct V {
   static inline Reg max(Reg a, Reg b) { return a > b ? a : b; }
   static inline Reg round(Reg a) { return std::nearbyint(a); }
   static inline Reg scale2(Reg a, Reg n) { return std::ldexp(a, static_cast<int>(n)); }
+  static inline void prefetch(const float*) {}
 };
 constexpr int kRows = 4;
-#include "rnn/lstm_kernel.hpp"
+#include "rnn/lstm_kernel.hpp"  // NOLINT(build/include): once per instruction set
 }  // namespace generic
 
 // GCC applies a target pragma to every function defined under it, templates included; clang
@@ -62,9 +63,13 @@ struct V {
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(a, _mm256_castsi256_ps(e));
   }
+  // the 2 cache lines of one k's panel row (32 floats)
+  static inline void prefetch(const float* p) {
+    for (int line = 0; line < 2; ++line) _mm_prefetch(reinterpret_cast<const char*>(p + 16 * line), _MM_HINT_T0);
+  }
 };
 constexpr int kRows = 2;  // 8 accumulators + 4 weight vectors + a broadcast in 16 registers
-#include "rnn/lstm_kernel.hpp"
+#include "rnn/lstm_kernel.hpp"  // NOLINT(build/include): once per instruction set
 }  // namespace avx2
 #pragma GCC pop_options
 
@@ -97,9 +102,13 @@ struct V {
   static inline Reg max(Reg a, Reg b) { return _mm512_max_ps(a, b); }
   static inline Reg round(Reg a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static inline Reg scale2(Reg a, Reg n) { return _mm512_scalef_ps(a, n); }
+  // the 4 cache lines of one k's panel row (64 floats)
+  static inline void prefetch(const float* p) {
+    for (int line = 0; line < 4; ++line) _mm_prefetch(reinterpret_cast<const char*>(p + 16 * line), _MM_HINT_T0);
+  }
 };
 constexpr int kRows = 6;  // 24 accumulators + 4 weight vectors + a broadcast in 32 registers
-#include "rnn/lstm_kernel.hpp"
+#include "rnn/lstm_kernel.hpp"  // NOLINT(build/include): once per instruction set
 }  // namespace avx512
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
@@ -158,20 +167,29 @@ void lstm_final_hidden(const float* x, size_t batch, size_t frames, const int64_
   auto h_a = floats(batch * hidden, true);
   auto h_b = floats(batch * hidden, true);
   auto c = floats(batch * hidden, true);
+  auto partial = floats(batch * 64);  // batch x 4 gates x the widest vector (16 floats)
+  // time-major input: row (t, b) at t * batch + b
+  const size_t features = layers[0].input_size;
+  auto xt = floats(steps * features);
+  for (size_t b = 0; b < batch; ++b) {
+    for (size_t t = 0; t < frames; ++t) {
+      std::memcpy(xt.get() + (t * batch + b) * features, x + (b * frames + t) * features, features * sizeof(float));
+    }
+  }
   switch (pick(hidden)) {
 #ifdef SDSCORE_LSTM_VECTOR_KERNELS
     case Isa::kAvx512:
-      avx512::run(x, batch, frames, lengths, layers, num_layers, hidden, h_out, panels.get(), bias.get(),
-                  xp.get(), seq_a.get(), seq_b.get(), h_a.get(), h_b.get(), c.get());
+      avx512::run(xt.get(), batch, frames, lengths, layers, num_layers, hidden, h_out, panels.get(), bias.get(),
+                  xp.get(), seq_a.get(), seq_b.get(), h_a.get(), h_b.get(), c.get(), partial.get());
       return;
     case Isa::kAvx2:
-      avx2::run(x, batch, frames, lengths, layers, num_layers, hidden, h_out, panels.get(), bias.get(),
-                xp.get(), seq_a.get(), seq_b.get(), h_a.get(), h_b.get(), c.get());
+      avx2::run(xt.get(), batch, frames, lengths, layers, num_layers, hidden, h_out, panels.get(), bias.get(),
+                xp.get(), seq_a.get(), seq_b.get(), h_a.get(), h_b.get(), c.get(), partial.get());
       return;
 #endif
     default:
-      generic::run(x, batch, frames, lengths, layers, num_layers, hidden, h_out, panels.get(), bias.get(),
-                   xp.get(), seq_a.get(), seq_b.get(), h_a.get(), h_b.get(), c.get());
+      generic::run(xt.get(), batch, frames, lengths, layers, num_layers, hidden, h_out, panels.get(), bias.get(),
+                   xp.get(), seq_a.get(), seq_b.get(), h_a.get(), h_b.get(), c.get(), partial.get());
   }
 }
 

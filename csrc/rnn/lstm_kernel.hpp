@@ -10,6 +10,9 @@
 // R x 4 vector accumulators: all four gates of the same W hidden units.
 
 using Reg = typename V::Reg;
+// The panel rows tile_dot asks the cache for ahead of use (its stream outruns the hardware
+// prefetcher's from L2).
+constexpr size_t kPrefetchAhead = 16;
 
 // Packs W [4H, K] into H / V::W panels at out (4 H K floats).
 inline void pack_gates(const float* w, size_t hidden, size_t k_size, float* out) {
@@ -38,6 +41,7 @@ __attribute__((noinline)) void tile_dot(const float* a, size_t lda, size_t k_siz
   }
   for (size_t k = 0; k < k_size; ++k) {
     const float* p = panel + k * 4 * V::W;
+    V::prefetch(p + kPrefetchAhead * 4 * V::W);
     const Reg b0 = V::load(p), b1 = V::load(p + V::W), b2 = V::load(p + 2 * V::W), b3 = V::load(p + 3 * V::W);
     for (int r = 0; r < R; ++r) {
       const Reg s = V::set1(a[r * lda + k]);
@@ -113,57 +117,85 @@ inline void project(const float* in, size_t rows, size_t k_size, const float* pa
   }
 }
 
-// One step t for rows [b0, b0 + R): gates = xp[b][t] + h_prev[b] W_hh^T (skipped at t = 0, where
-// h_prev is zero), then c = f c + i g and h = o tanh(c) for rows with t < length; rows past
-// their length keep h and c. y (the layer's output sequence, null for the last layer) gets h.
+// What one step of one layer reads and writes; y (the layer's output sequence, time-major) is
+// null for the last layer; partial holds batch x 4 V::W running gate sums between k blocks.
+struct Step {
+  size_t batch, t, hidden;
+  const int64_t* lengths;
+  const float* xp;
+  const float* panels;
+  const float* h_prev;
+  float* h_next;
+  float* c;
+  float* y;
+  float* partial;
+};
+
+// Step s.t for rows [b0, b0 + R) and hidden units [j W, j W + W), over h's entries [k0, k1):
+// gates = xp[t][b] (k0 = 0) or the partial sums so far, plus h_prev[b][k0:k1] W_hh^T[k0:k1]
+// (nothing at t = 0, where h_prev is zero). Before the last block the sums go to s.partial; after
+// it c = f c + i g and h = o tanh(c) for rows with t < length, and rows past their length keep
+// h and c. Every row's sums run over k in the same order whatever the blocks.
 template <int R>
-inline void step_tile(size_t b0, size_t t, size_t frames, const int64_t* lengths, const float* xp,
-                      const float* panels, size_t hidden, const float* h_prev, float* h_next, float* c,
-                      float* y) {
-  const size_t gates = 4 * hidden;
-  for (size_t j = 0; j < hidden / V::W; ++j) {
-    const size_t u = j * V::W;
-    Reg acc[R][4];
+inline void step_tile(const Step& s, size_t b0, size_t j, size_t k0, size_t k1) {
+  const size_t gates = 4 * s.hidden, u = j * V::W;
+  Reg acc[R][4];
+  for (int r = 0; r < R; ++r) {
+    const float* row = k0 == 0 ? s.xp + (s.t * s.batch + b0 + r) * gates + u : s.partial + (b0 + r) * 4 * V::W;
+    const size_t stride = k0 == 0 ? s.hidden : V::W;
+    for (int g = 0; g < 4; ++g) acc[r][g] = V::load(row + g * stride);
+  }
+  if (s.t > 0) tile_dot<R>(s.h_prev + b0 * s.hidden + k0, s.hidden, k1 - k0, s.panels + (j * s.hidden + k0) * 4 * V::W, acc);
+  if (k1 < s.hidden) {
     for (int r = 0; r < R; ++r) {
-      const float* row = xp + ((b0 + r) * frames + t) * gates;
-      for (int g = 0; g < 4; ++g) acc[r][g] = V::load(row + g * hidden + u);
+      for (int g = 0; g < 4; ++g) V::store(s.partial + (b0 + r) * 4 * V::W + g * V::W, acc[r][g]);
     }
-    if (t > 0) tile_dot<R>(h_prev + b0 * hidden, hidden, hidden, panels + j * hidden * 4 * V::W, acc);
-    for (int r = 0; r < R; ++r) {
-      const size_t b = b0 + r;
-      if (lengths != nullptr && static_cast<int64_t>(t) >= lengths[b]) {
-        V::store(h_next + b * hidden + u, V::load(h_prev + b * hidden + u));
-        continue;
+    return;
+  }
+  for (int r = 0; r < R; ++r) {
+    const size_t b = b0 + r;
+    if (s.lengths != nullptr && static_cast<int64_t>(s.t) >= s.lengths[b]) {
+      V::store(s.h_next + b * s.hidden + u, V::load(s.h_prev + b * s.hidden + u));
+      continue;
+    }
+    const Reg i = sigmoid(acc[r][0]), f = sigmoid(acc[r][1]), g = vtanh(acc[r][2]), o = sigmoid(acc[r][3]);
+    const Reg cell = s.t > 0 ? V::fmadd(f, V::load(s.c + b * s.hidden + u), V::mul(i, g)) : V::mul(i, g);
+    V::store(s.c + b * s.hidden + u, cell);
+    const Reg h = V::mul(o, vtanh(cell));
+    V::store(s.h_next + b * s.hidden + u, h);
+    if (s.y != nullptr) V::store(s.y + (s.t * s.batch + b) * s.hidden + u, h);
+  }
+}
+
+// One step of all rows: for each panel, h's entries in blocks of kStepBlock, every row tile per
+// block, so a block of the panel (kStepBlock x 4 V::W floats) and of h stay in L1 across tiles.
+constexpr size_t kStepBlock = 128;
+
+inline void step(const Step& s) {
+  const size_t block = s.t > 0 ? kStepBlock : s.hidden;
+  for (size_t j = 0; j < s.hidden / V::W; ++j) {
+    for (size_t k0 = 0; k0 < s.hidden; k0 += block) {
+      const size_t k1 = k0 + block < s.hidden ? k0 + block : s.hidden;
+      size_t b = 0;
+      for (; b + kRows <= s.batch; b += kRows) step_tile<kRows>(s, b, j, k0, k1);
+      switch (s.batch - b) {
+        case 5: if constexpr (kRows > 5) step_tile<5>(s, b, j, k0, k1); break;
+        case 4: if constexpr (kRows > 4) step_tile<4>(s, b, j, k0, k1); break;
+        case 3: if constexpr (kRows > 3) step_tile<3>(s, b, j, k0, k1); break;
+        case 2: if constexpr (kRows > 2) step_tile<2>(s, b, j, k0, k1); break;
+        case 1: step_tile<1>(s, b, j, k0, k1); break;
+        default: break;
       }
-      const Reg i = sigmoid(acc[r][0]), f = sigmoid(acc[r][1]), g = vtanh(acc[r][2]), o = sigmoid(acc[r][3]);
-      const Reg cell = t > 0 ? V::fmadd(f, V::load(c + b * hidden + u), V::mul(i, g)) : V::mul(i, g);
-      V::store(c + b * hidden + u, cell);
-      const Reg h = V::mul(o, vtanh(cell));
-      V::store(h_next + b * hidden + u, h);
-      if (y != nullptr) V::store(y + (b * frames + t) * hidden + u, h);
     }
   }
 }
 
-inline void step(size_t batch, size_t t, size_t frames, const int64_t* lengths, const float* xp,
-                 const float* panels, size_t hidden, const float* h_prev, float* h_next, float* c, float* y) {
-  size_t b = 0;
-  for (; b + kRows <= batch; b += kRows) step_tile<kRows>(b, t, frames, lengths, xp, panels, hidden, h_prev, h_next, c, y);
-  switch (batch - b) {
-    case 5: if constexpr (kRows > 5) step_tile<5>(b, t, frames, lengths, xp, panels, hidden, h_prev, h_next, c, y); break;
-    case 4: if constexpr (kRows > 4) step_tile<4>(b, t, frames, lengths, xp, panels, hidden, h_prev, h_next, c, y); break;
-    case 3: if constexpr (kRows > 3) step_tile<3>(b, t, frames, lengths, xp, panels, hidden, h_prev, h_next, c, y); break;
-    case 2: if constexpr (kRows > 2) step_tile<2>(b, t, frames, lengths, xp, panels, hidden, h_prev, h_next, c, y); break;
-    case 1: step_tile<1>(b, t, frames, lengths, xp, panels, hidden, h_prev, h_next, c, y); break;
-    default: break;
-  }
-}
-
-// The whole network; scratch as LstmScratch sizes it (see lstm.cpp).
+// The whole network on time-major input x [frames][batch][input] (every sequence below is
+// time-major too, so a step reads one contiguous block of xp); scratch as lstm.cpp sizes it.
 inline void run(const float* x, size_t batch, size_t frames, const int64_t* lengths,
                 const LstmLayerWeights* layers, size_t num_layers, size_t hidden, float* h_out,
                 float* panels, float* bias, float* xp, float* seq_a, float* seq_b, float* h_a, float* h_b,
-                float* c) {
+                float* c, float* partial) {
   const float* in = x;
   for (size_t l = 0; l < num_layers; ++l) {
     const LstmLayerWeights& w = layers[l];
@@ -177,7 +209,7 @@ inline void run(const float* x, size_t batch, size_t frames, const int64_t* leng
     float* h_prev = h_a;
     float* h_next = h_b;
     for (size_t t = 0; t < frames; ++t) {
-      step(batch, t, frames, lengths, xp, panels_hh, hidden, h_prev, h_next, c, y);
+      step(Step{batch, t, hidden, lengths, xp, panels_hh, h_prev, h_next, c, y, partial});
       float* swap = h_prev;
       h_prev = h_next;
       h_next = swap;
