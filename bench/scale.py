@@ -26,6 +26,16 @@ shorter spike can be missed). Measurements are interleaved over rounds (3; --rep
    to 1e-5) and the bench stops on a difference. Ray's start-up (ray.init, done in the child before
    the run) is timed apart; its overhead vs local is a table in seconds.
 
+4. `--nodes` (only this section): a local multi-node Ray cluster on this machine (ray.cluster_utils:
+   a head and 0 or 1 worker node of ONE CPU each, one actor of one CPU per node; started and shut
+   down inside the measuring process, its start timed apart). reward 256x on 1 node and on 2 nodes
+   (scaling efficiency = rows/s on 2 / (2 x rows/s on 1); outputs checked equal to a local run),
+   the same input locally on one core (SDSCORE_CORES=1: rows/s per CPU core, the cost model's
+   figure), and EchoScorer over 100k and 1M arena rows on 2 nodes with the workers writing their
+   shards: the driver's own RSS (VmRSS sampled every 0.05 s during score_manifest) above its
+   baseline, against the run's id frame. Prints the cost model: CPU-core hours (and machines of
+   --cost-cores cores for a day) for 10M pairs at the measured per-core rate.
+
 Takes, after the one-time corpus build (about 20-60 s) and cache fill (about 40 s): about
 9 minutes on 2 CPU cores; --quick (1 round, small sizes, fewer executors) about 1.5 minutes.
 """
@@ -61,6 +71,11 @@ EXEC_ECHO_ROWS = 100_000
 #: the reward corpus repeated this often for the executor rows: enough work that worker start-up
 #: (spawn, imports, a model copy each) is not the whole run
 EXEC_REWARD_TIMES = 64
+#: section 4 (--nodes): arena rows of the driver-memory runs on 2 nodes; pairs of the cost model
+NODES_ECHO_ROWS = (100_000, 1_000_000)
+#: section 4: the reward corpus repeated this often (long enough that the actors' start-up is a small part)
+NODES_REWARD_TIMES = 256
+COST_PAIRS = 10_000_000
 #: protocol → (corpus file, id column, settings (cached), settings of the uncached row)
 PROTOCOLS = {
     "reward": ("reward_pairs.parquet", "pair_id", {}, None),
@@ -98,6 +113,61 @@ def tree_pss_kib(root: int) -> int:
         except OSError:
             pass
     return total
+
+
+def own_rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        return next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+
+
+class DriverSampler:
+    """Peak VmRSS of this process alone (the driver), sampled on a thread every `interval` seconds."""
+
+    def __init__(self, interval: float = 0.05):
+        self.interval, self.baseline, self.peak = interval, own_rss_kib(), 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self.peak = max(self.peak, own_rss_kib())
+            if self._stop.wait(self.interval):
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class LocalCluster:
+    """A head and `nodes - 1` worker nodes of one CPU each (ray.cluster_utils), this process the driver."""
+
+    def __init__(self, nodes: int):
+        import shutil
+
+        import ray
+        from ray.cluster_utils import Cluster
+
+        self._ray, self._rmtree = ray, shutil.rmtree
+        self.folder = tempfile.mkdtemp(prefix="sdscore-nodes-")  # short: Ray's socket paths are limited
+        self.cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                                      "temp_dir": self.folder})
+        try:
+            for _ in range(nodes - 1):
+                self.cluster.add_node(num_cpus=1)
+            self.cluster.wait_for_nodes()
+            ray.init(address=self.cluster.address, log_to_driver=False)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        try:
+            self._ray.shutdown()
+            self.cluster.shutdown()
+        finally:
+            self._rmtree(self.folder, ignore_errors=True)
 
 
 class TreeSampler:
@@ -159,6 +229,8 @@ def child(spec: dict) -> dict:
                 calls.append(time.perf_counter() - began)
 
         job.scorer.__init__, job.scorer.__call__ = timed_init, timed_call
+    if spec.get("nodes"):
+        return nodes_child(spec, job)
     ray_init = None
     if spec["executor"] == "ray":  # start Ray as the executor would (same CPUs), so start-up is timed apart
         import ray
@@ -190,6 +262,31 @@ def child(spec: dict) -> dict:
         "children_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / KIB,
         "tree_mib": sampler.peak / KIB if sampler else None,
     }
+
+
+def nodes_child(spec: dict, job) -> dict:
+    """Section 4's measurement: score_manifest on a local cluster of spec["nodes"] one-CPU nodes."""
+    from sdscore.runtime.run import score_manifest
+
+    began = time.perf_counter()
+    cluster = LocalCluster(spec["nodes"])
+    ray_init = time.perf_counter() - began
+    try:
+        import ray.data  # noqa: F401 - imported before the baseline: the driver's growth is the run's, not imports'
+
+        from sdscore.runtime.executors import ray_data  # noqa: F401
+
+        sampler = DriverSampler()
+        try:
+            summary = score_manifest(job, spec["manifest"], spec["out"], executor="ray", workers=spec["nodes"],
+                                     ray_address=cluster.cluster.address, window_rows=spec.get("window_rows"),
+                                     executor_options={"num_cpus_per_actor": 1})
+        finally:
+            sampler.stop()
+    finally:
+        cluster.close()
+    return {"rows": summary.rows, "failed": summary.failed, "seconds": summary.seconds, "ray_init": ray_init,
+            "driver_base_mib": sampler.baseline / KIB, "driver_peak_mib": sampler.peak / KIB}
 
 
 # -------------------------------------------------------------------------------------- parent side
@@ -416,6 +513,55 @@ def executor_rows(folder: Path, n_rounds: int,
     return speed, memory, overhead
 
 
+def nodes_rows(folder: Path, n_rounds: int, cost_cores: int) -> tuple[list[Row], list[str]]:
+    """Section 4: 1 vs 2 one-CPU Ray nodes, the driver's RSS on 2 nodes, and the cost model's figures."""
+    from scale_scorers import write_arena_manifest
+
+    reward, n_reward = repeated_manifest("reward", NODES_REWARD_TIMES, folder)
+    base = {"job": "reward", "settings": {}, "manifest": str(reward)}
+    label = f"reward {NODES_REWARD_TIMES}x"
+    specs = {
+        f"{label}: local, 1 core": ({**base, "executor": "local", "workers": 1, "cores": 1,
+                                     "out": str(folder / "nodes-local.parquet")}, n_reward),
+        f"{label}: ray, 1 node": ({**base, "executor": "ray", "nodes": 1, "out": str(folder / "nodes-1.parquet")},
+                                  n_reward),
+        f"{label}: ray, 2 nodes": ({**base, "executor": "ray", "nodes": 2, "out": str(folder / "nodes-2.parquet")},
+                                   n_reward),
+    }
+    for n in NODES_ECHO_ROWS:
+        manifest = write_arena_manifest(folder / f"arena-nodes-{n}.parquet", n)
+        specs[f"echo {n // 1000}k: ray, 2 nodes"] = ({"job": "echo", "window_rows": ECHO_WINDOW, "manifest": manifest,
+                                                      "executor": "ray", "nodes": 2,
+                                                      "out": str(folder / f"nodes-echo-{n}.parquet")}, n)
+    got = rounds(specs, n_rounds, keep=True)
+    local_key = f"{label}: local, 1 core"
+    local, one, two = got[local_key], got[f"{label}: ray, 1 node"], got[f"{label}: ray, 2 nodes"]
+    rows = []
+    for key in (f"{label}: ray, 1 node", f"{label}: ray, 2 nodes"):
+        check = same_results(key, specs[key][0]["out"], specs[local_key][0]["out"])
+        rows.append(Row(f"{key} [{check}]", "rows/s", rate(got[key], n_reward), rate(local, n_reward)))
+    rows.append(Row(f"{label}: 2 nodes vs 2 x 1 node (scaling efficiency)", "rows/s",
+                    rate(two, n_reward), 2 * rate(one, n_reward)))
+    for n in NODES_ECHO_ROWS:
+        m = got[f"echo {n // 1000}k: ray, 2 nodes"]
+        rows.append(Row(f"echo {n // 1000}k: ray, 2 nodes: driver VmRSS peak - baseline (peer: id frame)", "MiB",
+                        m["driver_peak_mib"] - m["driver_base_mib"], id_frame_mib(specs[f"echo {n // 1000}k: ray, 2 nodes"][0]["manifest"])))
+        first = got[f"echo {NODES_ECHO_ROWS[0] // 1000}k: ray, 2 nodes"]
+        rows.append(Row(f"echo {n // 1000}k: ray, 2 nodes (peer: {NODES_ECHO_ROWS[0] // 1000}k)", "rows/s",
+                        rate(m, n), rate(first, NODES_ECHO_ROWS[0])))
+    per_core = rate(local, n_reward)
+    core_hours = COST_PAIRS / per_core / 3600
+    notes = [
+        f"cluster start-up (head + worker node, median): {two['ray_init']:.1f} s; 1 node: {one['ray_init']:.1f} s",
+        f"cost model (reward, shipped compact model, CPU): {per_core:.1f} pairs/s per core -> "
+        f"{core_hours:,.0f} core-hours for {COST_PAIRS:,} pairs; at the 2-node efficiency "
+        f"{rate(two, n_reward) / (2 * rate(one, n_reward)):.0%} per added node, "
+        f"{core_hours / 24:,.1f} cores busy for a day, i.e. {core_hours / 24 / cost_cores:,.1f} machines of "
+        f"{cost_cores} cores (ideal; divide by the efficiency for the actual count)",
+    ]
+    return rows, notes
+
+
 def ray_missing() -> str | None:
     """Why the ray rows cannot run (None when they can), checked in a subprocess: importing ray here
     would change os.environ for the children."""
@@ -427,11 +573,31 @@ def ray_missing() -> str | None:
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--child", help=argparse.SUPPRESS)  # internal: one measurement (a JSON spec)
+    p.add_argument("--nodes", action="store_true", help="only section 4: 1 vs 2 one-CPU Ray nodes on this machine")
+    p.add_argument("--cost-cores", type=int, default=32, help="cores per machine in section 4's cost model")
     args = p.parse_args()
     if args.child:
-        print(json.dumps(child(json.loads(args.child))), flush=True)
+        spec = json.loads(args.child)
+        if spec.get("cores"):
+            os.environ["SDSCORE_CORES"] = str(spec["cores"])
+        print(json.dumps(child(spec)), flush=True)
         return
     began = time.perf_counter()
+    if args.nodes:
+        missing = ray_missing()
+        if missing:
+            raise SystemExit(f"--nodes needs Ray Data: {missing}")
+        n_rounds = args.repeats or (1 if args.quick else 3)
+        ensure_corpus()
+        with tempfile.TemporaryDirectory(prefix="sdscore-scale-") as tmp:
+            rows, notes = nodes_rows(Path(tmp), n_rounds, args.cost_cores)
+        report(f"multi-node Ray on this machine: one-CPU nodes (ray.cluster_utils), one 1-CPU actor per node, "
+               f"workers writing their shards; reward rows/s peer = local on 1 core; efficiency peer = 2 x the "
+               f"1-node rate; driver RSS peer = the id frame (MiB); median of {n_rounds} interleaved round(s), "
+               f"cluster start-up out", rows, args.json)
+        print("\n" + "\n".join(notes))
+        print(f"\ntotal {time.perf_counter() - began:.0f} s")
+        return
     n_rounds = args.repeats or (1 if args.quick else 3)
     multiples = MULTIPLES[:2] if args.quick else MULTIPLES
     arena_rows = ARENA_ROWS[:2] if args.quick else ARENA_ROWS

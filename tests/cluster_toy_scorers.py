@@ -26,7 +26,23 @@ def node_id() -> str:
 
 
 class WhereScorer(ToyScorer):
+    def __init__(self, scale: float = 1.0, barrier: str = ""):
+        super().__init__(scale)
+        self.barrier, self.waited = barrier, False
+
+    def _meet(self) -> None:
+        """In its first window, wait (up to 120 s) until an actor on another node has started one too, so
+        that neither actor takes every window while the other is still starting."""
+        self.waited = True
+        with open(os.path.join(self.barrier, node_id()), "w"):
+            pass
+        deadline = time.monotonic() + 120
+        while len(os.listdir(self.barrier)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+
     def __call__(self, rows: pl.DataFrame) -> pl.DataFrame:
+        if self.barrier and not self.waited:
+            self._meet()
         results = super().__call__(rows)
         good = [error is None for error in rows["error"].to_list()]
         paths = [path if ok else None for path, ok in zip(rows["audio_a_path"].to_list(), good)]

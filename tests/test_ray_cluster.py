@@ -59,12 +59,20 @@ class TwoNodes:
 
     def __init__(self):
         # Ray's own folder (its sockets' paths must stay under 108 bytes: not under pytest's tmp_path)
-        self.root = tempfile.mkdtemp(prefix="sdscore-ray-")
-        self.cluster = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": 1, "resources": {"head_node": 1}, "include_dashboard": False,
-            "temp_dir": self.root, "_system_config": FAST_HEALTH})
-        self.worker = self.add_worker("worker-1")
-        ray.init(address=self.cluster.address, log_to_driver=False)
+        self.root = tempfile.mkdtemp(prefix="sdscore-cluster-")
+        self.cluster = None
+        try:
+            self.cluster = Cluster(initialize_head=True, head_node_args={
+                "num_cpus": 1, "resources": {"head_node": 1}, "include_dashboard": False,
+                "temp_dir": self.root, "_system_config": FAST_HEALTH})
+            self.worker = self.add_worker("worker-1")
+            scratch = os.path.join(self.root, "scratch")  # the actors' temporary folders (a killed one's stay)
+            os.makedirs(scratch)
+            ray.init(address=self.cluster.address, log_to_driver=False,
+                     runtime_env={"env_vars": {"TMPDIR": scratch}})
+        except BaseException:
+            self.stop()
+            raise
 
     def add_worker(self, name: str):
         node = self.cluster.add_node(num_cpus=1, resources={name: 1})
@@ -83,7 +91,8 @@ class TwoNodes:
             ray.shutdown()
         finally:
             try:
-                self.cluster.shutdown()
+                if self.cluster is not None:
+                    self.cluster.shutdown()
             finally:
                 shutil.rmtree(self.root, ignore_errors=True)
 
@@ -146,9 +155,12 @@ def _ray(job, manifest, out, cluster, **options):
 
 
 def test_two_nodes_equal_local_with_slices_cut_where_scored(cluster, sliced, tmp_path):
-    job = ScoringJob(ARENA, WhereScorer, {"scale": 2.0})
-    local = pl.read_parquet(score_manifest(job, sliced, tmp_path / "local.parquet", window_rows=4).out)
-    summary = _ray(job, sliced, tmp_path / "ray.parquet", cluster, window_rows=4)
+    local = pl.read_parquet(score_manifest(ScoringJob(ARENA, WhereScorer, {"scale": 2.0}), sliced,
+                                           tmp_path / "local.parquet", window_rows=4).out)
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    job = ScoringJob(ARENA, WhereScorer, {"scale": 2.0, "barrier": str(barrier)})
+    summary = _ray(job, sliced, tmp_path / "ray.parquet", cluster, window_rows=2)
     got = pl.read_parquet(summary.out)
     where = ["slice_folder", "node"]
     assert_frame_equal(got.drop(where), local.drop(where))  # ids in manifest order, values, dtypes, errors
@@ -156,7 +168,9 @@ def test_two_nodes_equal_local_with_slices_cut_where_scored(cluster, sliced, tmp
     assert got["node"].n_unique() == 2  # one actor (1 CPU) per node
     staging = str(tmp_path)  # the driver cut the local run's slices beside its output, the actors their own
     assert all(folder.startswith(staging) for folder in local["slice_folder"].drop_nulls())
-    assert not any(folder.startswith(staging) for folder in got["slice_folder"].drop_nulls())
+    scratch = os.path.join(cluster.root, "scratch")  # the actors' temporary folder (TMPDIR) on their nodes
+    assert all(folder.startswith(scratch) for folder in got["slice_folder"].drop_nulls())
+    assert not os.listdir(scratch)  # each window's slices removed after it
     assert not Path(str(summary.out) + ".parts").exists()
 
 

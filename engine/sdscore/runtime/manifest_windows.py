@@ -87,9 +87,10 @@ class ManifestWindows:
 
 
 class WindowReader:
-    """Reads windows of the (staged) manifest, given each window's slice of `first_rows`."""
+    """Reads windows of the (staged) manifest, given each window's slice of `first_rows`; `scan_path` may
+    also be the staged file's bytes (a Ray actor's copy; then give `slice_dir`)."""
 
-    def __init__(self, scan_path: str, spec: ManifestSpec, source: str, base_dir: str, slice_dir: str | None = None):
+    def __init__(self, scan_path: str | bytes, spec: ManifestSpec, source: str, base_dir: str, slice_dir: str | None = None):
         self.scan_path, self.spec, self.source, self.base_dir = scan_path, spec, source, base_dir
         self.slice_dir = slice_dir  # where audio slices are cut (None: beside the staged manifest)
 

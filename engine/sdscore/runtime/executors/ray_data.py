@@ -8,9 +8,9 @@ The pipeline (all Ray Data, no scheduling of our own), made for a cluster of sev
 2. `map_batches(_ScoreWindows)`: a callable class on an actor pool of `workers` actors (each with
    `num_cpus_per_actor` CPUs and `num_gpus_per_actor` GPUs) that builds the job's Scorer once and,
    for each window, reads and validates its rows itself (from the manifest's staged Parquet, which
-   the driver ships once through Ray's object store, so no node needs the driver's disk), cuts the
-   audio slices the rows point at into the actor's own scratch folder on its node (removed after
-   the window), scores the rows (results checked with `check_results`) and writes them as an
+   the driver ships once through Ray's object store and each actor reads from memory, so no node
+   needs the driver's disk), cuts the audio slices the rows point at into a temporary folder on
+   its node (removed after the window), scores the rows (results checked with `check_results`) and writes them as an
    attempt of the window's shard straight to the output store (runtime/shard_sink.py: a local or
    shared folder, or an object store); it returns only (shard, rows, failed rows, attempt);
 3. the driver streams those small reports (`iter_batches`) and yields each window once, as a
@@ -91,8 +91,8 @@ def _import_ray():
 
 
 class _ShippedManifest:
-    """The manifest's staged Parquet file in Ray's object store (put once by the driver), opened as a
-    WindowReader on a copy in a worker's own folder: no node reads the driver's disk."""
+    """The manifest's staged Parquet file in Ray's object store (put once by the driver), read by each
+    worker from its bytes in memory: no node reads the driver's disk, none keeps a copy on its own."""
 
     def __init__(self, ray, manifest: ManifestWindows):
         reader = manifest.reader()
@@ -104,13 +104,14 @@ class _ShippedManifest:
     def __getstate__(self) -> dict:
         return {name: value for name, value in self.__dict__.items() if name != "first_rows"}
 
-    def open(self, folder: str) -> WindowReader:
+    def fetch(self) -> bytes:
         import ray
 
-        path = os.path.join(folder, "manifest.parquet")
-        with open(path, "wb") as handle:
-            handle.write(ray.get(self.ref))
-        return WindowReader(path, self.spec, self.source, self.base_dir, os.path.join(folder, "slices"))
+        return ray.get(self.ref)
+
+    def reader(self, data: bytes, slice_dir: str) -> WindowReader:
+        """A reader of the fetched bytes that cuts slices into `slice_dir`."""
+        return WindowReader(data, self.spec, self.source, self.base_dir, slice_dir)
 
 
 def _first_rows(item: dict) -> pl.Series:
@@ -119,7 +120,8 @@ def _first_rows(item: dict) -> pl.Series:
 
 class _ScoreWindows:
     """One actor of the pool: the job's Scorer, built once, applied to each window of a batch; each
-    window read here (its slices cut into this actor's scratch folder) and written by `sink`.
+    window read here (its slices cut into a temporary folder on this node, removed after the window)
+    and written by `sink`.
 
     A Scorer that cannot be built is reported with the first batch (as the processes executor
     does), so it fails the run with its own message instead of Ray restarting the actor."""
@@ -127,10 +129,10 @@ class _ScoreWindows:
     def __init__(self, job: ScoringJob, threads: int, manifest: _ShippedManifest, sink: ShardSink | None = None,
                  reports=None, report_every: float = REPORT_EVERY):
         self.job, self.sink, self.scorer, self.start_error, self.report = job, sink, None, None, None
-        self.scratch = tempfile.mkdtemp(prefix="sdscore-ray-actor-")  # on this actor's node
+        self.manifest = manifest
         become_worker(threads)  # cores() is the actor's share; no pool nests in it
         try:
-            self.reader = manifest.open(self.scratch)
+            self.data = manifest.fetch()
             self.scorer = job.create()
         except Exception as error:
             self.start_error = _tagged(error, f"{job.scorer_name} could not be built on a Ray actor: ")
@@ -152,10 +154,17 @@ class _ScoreWindows:
 
     def _window(self, item: dict) -> pa.Table:
         k, start, stop = item["shard"], item["start"], item["stop"]
+        slice_dir = tempfile.mkdtemp(prefix="sdscore-ray-slices-")  # on this actor's node
         try:
-            rows = self.reader.window(start, stop, _first_rows(item))
-        except Exception as error:
-            raise _Failed(_tagged(error, f"reading rows {start + 1}..{stop}: ")) from error
+            try:
+                rows = self.manifest.reader(self.data, slice_dir).window(start, stop, _first_rows(item))
+            except Exception as error:
+                raise _Failed(_tagged(error, f"reading rows {start + 1}..{stop}: ")) from error
+            return self._score(k, start, stop, rows)
+        finally:
+            shutil.rmtree(slice_dir, ignore_errors=True)
+
+    def _score(self, k: int, start: int, stop: int, rows: pl.DataFrame) -> pa.Table:
         try:
             progress = None if self.report is None else WindowRows(k, rows.height, self.report)
             results = score_rows(self.scorer, rows, progress is not None, progress)
@@ -169,8 +178,6 @@ class _ScoreWindows:
                                  "location": [written.location]})
         except Exception as error:
             raise _Failed(_tagged(error)) from error
-        finally:
-            shutil.rmtree(self.reader.slice_dir, ignore_errors=True)  # this window's slices
         table = results.with_columns(pl.lit(k, pl.Int64).alias(SHARD_COLUMN),
                                      pl.int_range(start, stop, dtype=pl.Int64).alias(ROW_COLUMN)).to_arrow()
         return table.replace_schema_metadata({**(table.schema.metadata or {}),
@@ -180,8 +187,6 @@ class _ScoreWindows:
         if getattr(self, "scorer", None) is not None:
             scorer, self.scorer = self.scorer, None
             close_scorer(scorer)
-        if getattr(self, "scratch", None):
-            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def _send(reports, message: tuple[int, int]) -> None:
@@ -235,10 +240,10 @@ class _RowReports:
 def _score_empty(job: ScoringJob, manifest: _ShippedManifest, threads: int) -> pl.DataFrame:
     """The (empty) results of an empty manifest, so the output still has the Scorer's columns."""
     become_worker(threads)
-    scratch = tempfile.mkdtemp(prefix="sdscore-ray-empty-")
+    scratch = tempfile.mkdtemp(prefix="sdscore-ray-slices-")
     try:
         try:
-            reader = manifest.open(scratch)
+            reader = manifest.reader(manifest.fetch(), scratch)
             scorer = job.create()
         except Exception as error:
             raise _Failed(_tagged(error, f"{job.scorer_name} could not be built on a Ray worker: ")) from error
