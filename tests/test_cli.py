@@ -82,6 +82,10 @@ def test_demo_writes_every_stage(corpus, tmp_path):
     assert "RANDOM-WEIGHT emotion model" in metrics["systems"]["human"]["arousal_rho"]["caveat"]
     assert "EmoNat: RANDOM-WEIGHT predictor" in naturalness["table"]
     assert (out / "naturalness" / "figures" / "fig2_emotional_naturalness.png").is_file()
+    # turn-taking: the model-free n-gram baseline on the selected (stereo) dialogues, no weights needed
+    turn_taking = metrics["systems"]["human"]["turn_taking_ngram"]
+    assert turn_taking["value"] is not None and turn_taking["n"] > 0 and "TT-ngram" in naturalness["table"]
+    assert (out / "naturalness" / "figures" / "fig2_turn_taking.png").is_file()
     items = pl.read_parquet(out / "naturalness" / "results-items.parquet")
     assert not items.filter(pl.col("system") == "halfduplex-robot")["interrupted"].any()  # it never starts early
 
