@@ -24,7 +24,9 @@ Ours is `RewardScorer.score_pairs`, with pair-prefix sharing on and off. MFU cou
 ours, over the measured matmul rate of the device (bf16 on CUDA, fp32 on CPU) and over the spec
 peak where known (H100 / H200 SXM bf16 dense: 989 TFLOP/s; CPU: n/a).
 
-The shipped compact demo model gets the ours-vs-(b) row. On CUDA the tiny rows run on the GPU,
+The shipped compact demo model gets the ours-vs-(b) row, and rows of its forward alone on CPU: the
+fused packed forward the scorer runs vs the padded one, on length-bucketed and input-order batches,
+with each one's useful GFLOP/s over the measured fp32 matmul rate (`compact_forward_rows`). On CUDA the tiny rows run on the GPU,
 plus a random-weight model of Qwen2.5-Omni-3B's thinker shape in bf16 (built in memory): ours vs
 (a), (b), (c) and its MFU — a code path that has not run yet (no GPU lent so far).
 """
@@ -362,6 +364,61 @@ def mfu_rows(name: str, flops: int, seconds: dict[str, list[float]], device: str
     return rows
 
 
+def compact_flops(config, lengths: Sequence[int]) -> int:
+    """Useful FLOPs of the compact model's forward over episodes of `lengths` tokens, each alone and
+    unpadded: per layer 2 x the block's matmul weights per token (QKV, out, FF: 4D^2 + 2D·ff) and
+    attention (QK^T and AV, 4·D per query-key pair, L^2 pairs: bidirectional), then mean pooling
+    (2·L·D). The audio frame projection is not counted: prepare (inference=True) runs it, once per
+    distinct clip."""
+    d, ff = int(config.d_model), int(config.ff_size)
+    total = 0
+    for n in lengths:
+        total += int(config.n_layers) * (2 * n * (4 * d * d + 2 * d * ff) + 4 * d * n * n) + 2 * n * d
+    return total
+
+
+def compact_forward_rows(name: str, model: RewardModel, pairs, rounds: int, max_batch: int) -> list[Row]:
+    """The compact model's forward alone (CPU, float32), the fused packed forward that the scorer
+    runs (inference_pooled) vs the padded one (hidden(attention="span") + the pooler), on the
+    scorer's length-bucketed batches (plan_batches, as RewardScorer plans them) and on the same
+    episodes in input order (ragged batches); and each one's useful GFLOP/s (compact_flops) over
+    the measured fp32 matmul rate of this CPU."""
+    from sdscore.audio import load
+    from sdscore.runtime.batching import plan_batches
+
+    episodes = [e for pair in pairs for e in pair]
+    waves = [[None if t.audio is None else load(t.audio, model.sample_rate) for t in e.turns] for e in episodes]
+    items = model.prepare_many(episodes, waves, inference=True)
+    lengths = [item.length for item in items]
+    flops = compact_flops(model.config, lengths)
+    n = len(items)
+    plans = {"bucketed": plan_batches(lengths, max_batch),
+             "input-order": [list(range(i, min(i + max_batch, n))) for i in range(0, n, max_batch)]}
+    rows = []
+    for layout, plan in plans.items():
+        batches = [model.collate([items[i] for i in chosen]) for chosen in plan]
+
+        def fused(batches=batches) -> None:
+            with torch.inference_mode():
+                for batch in batches:
+                    model.inference_pooled(batch)
+
+        def padded(batches=batches) -> None:
+            with torch.inference_mode():
+                for batch in batches:
+                    hidden, mask = model.hidden(batch, attention="span")
+                    model.pooler(hidden, mask)
+
+        seconds = interleaved_rounds({"fused": fused, "padded": padded}, rounds)
+        tokens = sum(lengths) / sum(len(c) * max(lengths[i] for i in c) for c in plan)
+        label = f"{name}, {layout} batches of <= {max_batch} ({tokens:.0%} of the padded cells are tokens)"
+        rows.append(rate_row(f"{label}: fused packed forward vs padded forward (cpu, {torch.get_num_threads()} threads)",
+                             "GFLOP/s", flops / 1e9, seconds["fused"], seconds["padded"]))
+        rows += mfu_rows(label, flops, {"fused forward": seconds["fused"], "padded forward": seconds["padded"]},
+                         "cpu", torch.float32)
+    return rows
+
+
 # ---- rows --------------------------------------------------------------------------------------
 
 def _keep(outputs: dict[str, np.ndarray], name: str, fn: Callable[[], np.ndarray]) -> Callable[[], None]:
@@ -540,7 +597,9 @@ def main() -> None:
             return
         if args.paths:
             return paths_main(args, rounds, device, pairs[: 8 if args.quick else 32], Path(folder))
-        rows = model_rows("compact demo model", compact_model(), pairs, rounds, 16, device, 0, full=False)
+        compact = compact_model()
+        rows = compact_forward_rows("compact demo model", compact, pairs, rounds, 16)
+        rows += model_rows("compact demo model", compact, pairs, rounds, 16, device, 0, full=False)
         qwen_pairs = pairs[: 8 if args.quick else 24]
         authors_pairs = 1 if args.quick else 6
         checkpoint = tiny_qwen_checkpoint(Path(folder))

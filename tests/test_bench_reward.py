@@ -169,3 +169,27 @@ def test_peers_a_and_c_give_the_loop_scores(tmp_path):
     assert fe.n_samples == 300 * 16000
     np.testing.assert_allclose(bench.authors_loop(model, pairs[:1], fe), expected[:1], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(bench.hf_batched(model, pairs, 3), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_compact_flops_match_the_flop_counter_and_the_forward_rows_run(tmp_path):
+    """The compact model's MFU numerator: torch.utils.flop_counter's count of its forward on one
+    unpadded episode (the projections and the mean pooling's matmul; the counter does not see torch's
+    CPU SDPA) plus bidirectional attention, 4·D per query-key pair and layer; and compact_forward_rows
+    gives, per batch layout, the fused-vs-padded row and both MFU rows."""
+    from sdscore.models.compact import CompactConfig, CompactRewardModel
+
+    config = CompactConfig(n_mels=32, frames_per_token=4, d_model=32, n_layers=2, n_heads=2, ff_size=64)
+    model = CompactRewardModel.from_config(config, seed=0)
+    episode = Episode((Turn("user", "how are you today"), Turn("assistant", "fine, thanks")), "modality", "x")
+    [item] = model.prepare_many([episode], [[None, None]], inference=True)
+    batch = model.collate([item])
+    with torch.inference_mode():
+        counted = bench.counted_flops(lambda: model.pooled(batch))
+    attention = config.n_layers * 4 * config.d_model * item.length**2
+    assert counted > 0 and bench.compact_flops(config, [item.length]) == counted + attention
+    pairs = [(episode, Episode((Turn("user", "hi", _clip(tmp_path, f"{i}.wav", 0.3 + 0.4 * i, i)),), "modality", "y"))
+             for i in range(3)]
+    rows = bench.compact_forward_rows("tiny", model, pairs, 1, 4)
+    assert [r.unit for r in rows] == ["GFLOP/s"] * 6
+    assert ["fused packed forward vs padded forward" in r.name for r in rows] == [True, False, False] * 2
+    assert all(r.ours > 0 and r.peer > 0 for r in rows)
