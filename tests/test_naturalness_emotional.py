@@ -451,3 +451,13 @@ def test_the_demo_s_random_emotion_models_load_in_the_real_loaders(tmp_path):
     loaded = Predictor(predictor)
     assert loaded.random_weights and loaded.name == PREDICTOR_NAME and loaded.emotion_dim == HIDDEN
     assert random_emotion_models(tmp_path) == (emotion, predictor)  # reused, not rewritten
+
+
+def test_the_synthetic_items_carry_a_relationship_the_demo_predictor_knows_and_a_prompt(tmp_path):
+    from sdscore.synth.naturalness_items import RELATIONSHIPS as SYNTH, exchanges
+
+    found = exchanges()
+    assert {e.relationship for e in found} == set(SYNTH)
+    assert all(e.prompt.startswith("Talk with the other person about ") for e in found)
+    predictor = write_random_predictor(tmp_path, emotion_dim=2, relationships=SYNTH)
+    assert all(Predictor(predictor).one_hot(e.relationship)[0].sum() == 1 for e in found)

@@ -34,6 +34,9 @@ HUMAN_START_RANGE = (-1.0, 2.0)
 MODEL_START_RANGE = (0.05, 1.3)
 LATENCY_RANGE = (0.1, 1.2)
 SYSTEMS = ("human", "halfduplex-robot")
+#: the synthetic items' relationship (one per dialogue, in turn) and conversation_prompt (from the
+#: dialogue's domain and topic): made up, so that the emotional-naturalness input has both parts
+RELATIONSHIPS = ("friends", "colleagues", "strangers", "family")
 
 
 @dataclass(frozen=True)
@@ -44,15 +47,20 @@ class _Exchange:
     context: str | None
     question: str
     answer: str
+    relationship: str
+    prompt: str
 
 
 def exchanges() -> list[_Exchange]:
     """Every (context, question, answer) triple whose question is a user turn ending in '?'."""
     out = []
-    for d in DIALOGUES:
+    for n, d in enumerate(DIALOGUES):
+        topic = d.dialogue_id.removeprefix(f"{d.domain}-").replace("-", " ")
+        prompt = f"Talk with the other person about {topic} ({d.domain})."
         for k, (role, text) in enumerate(zip(d.roles(), d.spoken)):
             if role == "user" and text.endswith("?") and k + 1 < len(d.spoken):
-                out.append(_Exchange(d.dialogue_id, d.spoken[k - 1] if k else None, text, d.spoken[k + 1]))
+                out.append(_Exchange(d.dialogue_id, d.spoken[k - 1] if k else None, text, d.spoken[k + 1],
+                                     RELATIONSHIPS[n % len(RELATIONSHIPS)], prompt))
     return out
 
 
@@ -118,7 +126,8 @@ def build_naturalness(renderer: Renderer, rng: np.random.Generator, n_items: int
             "question_end_time": question_end, "answer_start_time": round(gap - it.latency, 3),
             "answer_duration": answer_duration, "speakers": f"{it.question.voice.id},{it.answer.voice.id}",
             "transcript_question": it.exchange.question, "transcript_answer": it.exchange.answer,
-            "finish_reason": "stop", "system": it.system,
+            "finish_reason": "stop", "system": it.system, "relationship": it.exchange.relationship,
+            "conversation_prompt": it.exchange.prompt,
         })
     frame = pl.DataFrame(rows, schema=NATURALNESS_ITEMS)
     summary = {"answer_latency_s": {it.item_id: it.latency for it in items},

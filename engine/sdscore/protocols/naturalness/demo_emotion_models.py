@@ -2,8 +2,9 @@
 ships in a package, so the demo writes tiny random ones in the real layouts and runs the real code on
 them — a Hugging Face audio regression model with arousal / valence / dominance outputs (a 1-layer,
 16-wide wav2vec 2.0: its mean last hidden state is the emotion embedding) and a predictor folder
-(emotional_naturalness.write_random_predictor) marked random_weights. Every value they give means
-nothing; Table III, the report and the demo's headline say so.
+(emotional_naturalness.write_random_predictor) marked random_weights, knowing the synthetic items'
+made-up relationships (synth.naturalness_items.RELATIONSHIPS). Every value they give means nothing;
+Table III, the report and the demo's headline say so.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from sdscore.protocols.naturalness.emotional_naturalness import write_random_predictor
 from sdscore.protocols.naturalness.results import AVD
+from sdscore.synth.naturalness_items import RELATIONSHIPS
 
 EMOTION_FOLDER = "emotion-RANDOM-WEIGHTS"
 PREDICTOR_FOLDER = "emotional-naturalness-RANDOM-WEIGHTS"
@@ -34,8 +36,8 @@ def random_emotion_models(folder: Path) -> tuple[Path, Path] | str:
     if not (emotion / "config.json").is_file():
         _write_emotion_model(emotion)
     if not (predictor / "config.json").is_file():
-        write_random_predictor(predictor, emotion_dim=HIDDEN, hidden=(8,), seed=SEED, name=PREDICTOR_NAME,
-                               scale=PREDICTOR_SCALE)
+        write_random_predictor(predictor, emotion_dim=HIDDEN, relationships=RELATIONSHIPS, hidden=(8,), seed=SEED,
+                               name=PREDICTOR_NAME, scale=PREDICTOR_SCALE)
     return emotion, predictor
 
 
