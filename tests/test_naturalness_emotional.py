@@ -379,12 +379,12 @@ def test_the_scorer_writes_the_column_from_the_question_turn_and_answer(tmp_path
     scorer = NaturalnessScorer(emotion_dir=str(emotion), emotional_naturalness_dir=str(predictor), jobs=1)
     try:
         out = scorer(rows)
-        one_by_one = pl.concat([scorer(rows.slice(i, 1)) for i in range(rows.height)])
+        one_by_one = pl.concat([scorer(rows.slice(i, 1)) for i in range(2)])  # a scored row and a zeroed one
     finally:
         scorer.close()
     from polars.testing import assert_frame_equal
 
-    assert_frame_equal(one_by_one, out, rel_tol=1e-12, abs_tol=1e-12)  # batched == one by one
+    assert_frame_equal(one_by_one, out.head(2), rel_tol=1e-12, abs_tol=1e-12)  # batched == one by one
     dims = EmotionDimensions(emotion, embeddings=True)
     turn, reply = (dims.dimensions(_batch([w]))[0] for w in (load(question, 16000, offset=1.2), load(answer, 16000)))
     context = SentenceEncoder().embed(["Plan a trip."])[0]
