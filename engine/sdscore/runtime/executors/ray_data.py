@@ -2,17 +2,17 @@
 
 The pipeline (all Ray Data, no scheduling of our own), made for a cluster of several machines:
 
-1. `ray.data.from_items`: one item per pending window (shard, start, stop, the window's slice of
-   the manifest's `first_rows`), one block each, so windows spread over the cluster (Ray Data
-   spreads its actors over the nodes);
+1. `ray.data.from_items`: one item per pending window (shard, start, stop), one block each, so
+   windows spread over the cluster (Ray Data spreads its actors over the nodes);
 2. `map_batches(_ScoreWindows)`: a callable class on an actor pool of `workers` actors (each with
    `num_cpus_per_actor` CPUs and `num_gpus_per_actor` GPUs) that builds the job's Scorer once and,
-   for each window, reads and validates its rows itself (from the manifest's staged Parquet, which
-   the driver ships once through Ray's object store and each actor reads from memory, so no node
-   needs the driver's disk), cuts the audio slices the rows point at into a temporary folder on
-   its node (removed after the window), scores the rows (results checked with `check_results`) and writes them as an
-   attempt of the window's shard straight to the output store (runtime/shard_sink.py: a local or
-   shared folder, or an object store); it returns only (shard, rows, failed rows, attempt);
+   for each window, reads and validates its rows itself (from the manifest's staged Parquet and
+   its rows' first-row index, which the driver ships once through Ray's object store and each actor
+   reads from memory, so no node needs the driver's disk), cuts the audio slices the rows point at
+   into a temporary folder on its node (removed after the window), scores the rows (results
+   checked with `check_results`) and writes them as an attempt of the window's shard straight to
+   the output store (runtime/shard_sink.py: a local or shared folder, or an object store); it
+   returns only (shard, rows, failed rows, attempt);
 3. the driver streams those small reports (`iter_batches`) and yields each window once, as a
    WrittenShard that runtime/run.py commits (an atomic rename, or a move on an object store).
 
@@ -98,24 +98,23 @@ class _ShippedManifest:
         reader = manifest.reader()
         with open(reader.scan_path, "rb") as handle:
             self.ref = ray.put(handle.read())
+        # each row's first row with its key (the duplicate check), as one array beside it, not per window
+        self.first_rows_ref = ray.put(manifest.first_rows.to_numpy())
         self.spec, self.source, self.base_dir = reader.spec, reader.source, reader.base_dir
-        self.first_rows = manifest.first_rows  # the driver's: each item carries its window's slice
 
-    def __getstate__(self) -> dict:
-        return {name: value for name, value in self.__dict__.items() if name != "first_rows"}
-
-    def fetch(self) -> bytes:
+    def fetch(self) -> tuple[bytes, Any]:
+        """(the staged Parquet's bytes, the first-row array)."""
         import ray
 
-        return ray.get(self.ref)
+        return ray.get(self.ref), ray.get(self.first_rows_ref)
 
     def reader(self, data: bytes, slice_dir: str) -> WindowReader:
         """A reader of the fetched bytes that cuts slices into `slice_dir`."""
         return WindowReader(data, self.spec, self.source, self.base_dir, slice_dir)
 
 
-def _first_rows(item: dict) -> pl.Series:
-    return pl.Series("first_rows", item["first_rows"], dtype=pl.UInt32)
+def _first_rows(first_rows, start: int, stop: int) -> pl.Series:
+    return pl.Series("first_rows", first_rows[start:stop], dtype=pl.UInt32)
 
 
 class _ScoreWindows:
@@ -132,7 +131,7 @@ class _ScoreWindows:
         self.manifest = manifest
         become_worker(threads)  # cores() is the actor's share; no pool nests in it
         try:
-            self.data = manifest.fetch()
+            self.data, self.first_rows = manifest.fetch()
             self.scorer = job.create()
         except Exception as error:
             self.start_error = _tagged(error, f"{job.scorer_name} could not be built on a Ray actor: ")
@@ -157,7 +156,8 @@ class _ScoreWindows:
         slice_dir = tempfile.mkdtemp(prefix="sdscore-ray-slices-")  # on this actor's node
         try:
             try:
-                rows = self.manifest.reader(self.data, slice_dir).window(start, stop, _first_rows(item))
+                rows = self.manifest.reader(self.data, slice_dir).window(start, stop,
+                                                                        _first_rows(self.first_rows, start, stop))
             except Exception as error:
                 raise _Failed(_tagged(error, f"reading rows {start + 1}..{stop}: ")) from error
             return self._score(k, start, stop, rows)
@@ -243,7 +243,7 @@ def _score_empty(job: ScoringJob, manifest: _ShippedManifest, threads: int) -> p
     scratch = tempfile.mkdtemp(prefix="sdscore-ray-slices-")
     try:
         try:
-            reader = manifest.reader(manifest.fetch(), scratch)
+            reader = manifest.reader(manifest.fetch()[0], scratch)
             scorer = job.create()
         except Exception as error:
             raise _Failed(_tagged(error, f"{job.scorer_name} could not be built on a Ray worker: ")) from error
@@ -566,11 +566,7 @@ class RayExecutor:
 
     def _dataset(self, ray, job: ScoringJob, manifest: _ShippedManifest, windows, reports=None,
                  sink: ShardSink | None = None):
-        first_rows = manifest.first_rows
-        items = [
-            {"shard": k, "start": start, "stop": stop, "first_rows": first_rows[start:stop].to_list()}
-            for k, start, stop in windows
-        ]
+        items = [{"shard": k, "start": start, "stop": stop} for k, start, stop in windows]
         try:
             dataset = ray.data.from_items(items, override_num_blocks=len(items))
         except TypeError:  # Ray < 2.10
