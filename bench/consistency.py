@@ -13,29 +13,31 @@ ratio is the median of the per-round ratios; the CPU model, date, load and each 
 are printed. The CPU-work rows divide the same runs' embeddings by the CPU seconds they burned
 (user + system, every thread of this process, or of all peer workers): on a loaded machine the
 wall-clock ratio depends on how many threads each side has runnable, the work ratio much less.
-The LSTM row is the core's LSTM vs torch.nn.LSTM on one thread (GFLOP/s), beside
-the measured one-thread fp32 matmul rate of this machine.
+The LSTM row is the core's LSTM vs torch.nn.LSTM on one thread (GFLOP/s by the thread's CPU
+clock), beside the measured one-thread fp32 matmul rate of this machine.
 The similarity row scores SpeakerSleuth-sized groups (5 turns, D = 256) with group_cosine vs the
 per-group F.cosine_similarity loop a user would write; on CUDA also as GB/s vs the device copy.
 """
 
 from __future__ import annotations
 
-import datetime
-import multiprocessing
-import os
-import platform
-import resource
-import sys
-import tempfile
-import time
-import warnings
-from contextlib import contextmanager
-from pathlib import Path
+import sdscore  # noqa: F401  (first, as the CLI: its OpenMP wait policy must be set before torch loads)
 
-import numpy as np
-import torch
-import torch.nn.functional as F
+import datetime  # noqa: E402
+import multiprocessing  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Row, interleaved_rounds, parser, rate_row, render_tts, report  # noqa: E402
@@ -207,7 +209,7 @@ def ge2e_rows(paths: list[str], rounds: int) -> list[Row]:
         cpu[name].append(result[1])
     try:
         print(f"GE2E: {cpu_model()}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
-              f"{os.cpu_count()} CPUs; {n} files")
+              f"{os.cpu_count()} CPUs; {n} files; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}")
         print(f"  ours: this process, {cores} forward workers of 1 thread each; pools {pool_threads()}")
         for line in peers.threads():
             print(f"  peer worker {line}")
@@ -245,7 +247,9 @@ def ge2e_rows(paths: list[str], rounds: int) -> list[Row]:
 
 def lstm_rows(rounds: int, batch: int = 64) -> list[Row]:
     """GFLOP/s of the core's LSTM vs torch.nn.LSTM on one thread (GE2E's 3 x 256 over 160 frames,
-    `batch` partials), and of the one-thread fp32 matmul of this machine (torch, 1024^3) beside."""
+    `batch` partials), and of the one-thread fp32 matmul of this machine (torch, 1024^3) beside.
+    All three run in this thread with every pool at 1, timed by this thread's CPU clock in
+    interleaved rounds: on a loaded machine the wall clock also counts the time it was descheduled."""
     encoder = Ge2eEncoder(workers=1)
     lstm, layers = encoder.network.lstm, encoder._lstm_layers
     mels = torch.rand(batch, PARTIAL_FRAMES, MEL_CHANNELS, generator=torch.Generator().manual_seed(0)) * 3
@@ -253,21 +257,24 @@ def lstm_rows(rounds: int, batch: int = 64) -> list[Row]:
     macs = PARTIAL_FRAMES * gates * (MEL_CHANNELS + lstm.hidden_size + (LAYERS - 1) * 2 * lstm.hidden_size)
     gflop = 2 * macs * batch / 1e9
     a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
-
-    def matmul():
-        for _ in range(8):
-            torch.mm(a, b)
-
+    runs = {"core": (gflop, lambda: _core.lstm_final_hidden(mels.numpy(), layers)),
+            "torch": (gflop, lambda: lstm(mels)),
+            "matmul": (8 * 2 * 1024**3 / 1e9, lambda: [torch.mm(a, b) for _ in range(8)])}
+    rates: dict[str, list[float]] = {name: [] for name in runs}
     with one_thread_pools(), torch.no_grad():
-        seconds = interleaved_rounds({"core": lambda: _core.lstm_final_hidden(mels.numpy(), layers),
-                                      "torch": lambda: lstm(mels), "matmul": matmul}, rounds)
-    rate = lambda key, work: [work / s for s in seconds[key]]  # noqa: E731
-    core, peer, mm = rate("core", gflop), rate("torch", gflop), rate("matmul", 8 * 2 * 1024**3 / 1e9)
+        for _, fn in runs.values():
+            fn()
+        for _ in range(max(rounds, 3)):
+            for name, (work, fn) in runs.items():
+                start = time.thread_time()
+                fn()
+                rates[name].append(work / (time.thread_time() - start))
+    core, peer, mm = (np.array(rates[k]) for k in ("core", "torch", "matmul"))
     print(f"GE2E LSTM: {2 * macs / 1e6:.1f} MFLOP per partial window ({_core.lstm_isa(lstm.hidden_size)}); "
-          f"one-thread fp32 matmul (1024^3) {np.median(mm):.1f} GFLOP/s: the core's LSTM reaches "
-          f"{np.median(np.array(core) / np.array(mm)):.0%} of it, torch.nn.LSTM {np.median(np.array(peer) / np.array(mm)):.0%}")
-    return [Row(f"GE2E LSTM, {batch} partials, 1 thread: core vs torch.nn.LSTM", "GFLOP/s",
-                float(np.median(core)), float(np.median(peer)), [c / p for c, p in zip(core, peer)])]
+          f"one-thread fp32 matmul (1024^3) {np.median(mm):.1f} GFLOP/s (thread CPU time): the core's LSTM "
+          f"reaches {np.median(core / mm):.0%} of it, torch.nn.LSTM {np.median(peer / mm):.0%}")
+    return [Row(f"GE2E LSTM, {batch} partials, 1 thread (thread CPU time): core vs torch.nn.LSTM", "GFLOP/s",
+                float(np.median(core)), float(np.median(peer)), list(core / peer))]
 
 
 def similarity_rows(quick: bool, rounds: int) -> list[Row]:

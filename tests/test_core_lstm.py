@@ -166,3 +166,16 @@ def test_bad_shapes_are_errors():
         _core.lstm_final_hidden(x, [(layers[0][0], layers[0][1][0], *layers[0][2:])])
     with pytest.raises(ValueError, match=r"lengths must be 1-D with one entry per row \(2\)"):
         _core.lstm_final_hidden(x, layers, np.array([1, 2, 3]))
+
+
+def test_ge2e_front_end_runs_on_one_torch_thread_and_restores_it(ge2e_lstm, monkeypatch):
+    encoder = ge2e.Ge2eEncoder(workers=1)
+    seen = []
+    front_end = encoder._partials
+    monkeypatch.setattr(encoder, "_partials", lambda wav: seen.append(torch.get_num_threads()) or front_end(wav))
+    torch.set_num_threads(2)  # the autouse fixture restores the caller's setting afterwards
+    wave = np.random.default_rng(7).normal(scale=0.1, size=ge2e.SAMPLE_RATE * 2).astype(np.float32)
+    embeddings, errors = encoder.embed_waveforms([wave, wave])
+    assert seen == [1, 1] and torch.get_num_threads() == 2
+    assert embeddings.shape == (2, ge2e.HIDDEN)
+    assert errors[0] == errors[1] and (errors[0] is not None or np.array_equal(embeddings[0], embeddings[1]))

@@ -16,6 +16,7 @@ import importlib.util
 import os
 import warnings
 from collections.abc import Sequence
+from contextlib import contextmanager
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -113,6 +114,22 @@ def partial_starts(n_samples: int, rate: float = PARTIAL_RATE, min_coverage: flo
     if coverage < min_coverage and len(starts) > 1:
         starts = starts[:-1]
     return starts
+
+
+@contextmanager
+def _one_intra_op_thread():
+    """The calling thread's torch ops on one thread inside: a file's STFT and mel frames are too
+    small to split, the forward workers already keep the cores busy, and on a shared machine a
+    split op waits for its descheduled team threads."""
+    threads = torch.get_num_threads()
+    if threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 class _Ge2eNetwork(torch.nn.Module):
@@ -232,7 +249,8 @@ class Ge2eEncoder:
         results = []
         for i, wav in enumerate(waves):
             try:
-                partials = self._partials(np.asarray(wav, dtype=np.float32))
+                with _one_intra_op_thread():
+                    partials = self._partials(np.asarray(wav, dtype=np.float32))
             except ValueError as error:
                 errors[i] = str(error)
                 continue
