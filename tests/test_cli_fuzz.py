@@ -170,11 +170,19 @@ def _check(argv, code, stderr, out: Path, expected_rows: int | None, what: str):
         assert written == expected_rows, f"{what}: {written} output rows for {expected_rows} input rows"
 
 
+@pytest.fixture(scope="module")
+def feature_cache(tmp_path_factory):
+    """One content cache (GE2E embeddings, blueprints) for this module's score runs: a clip's features
+    are computed once here, whichever run meets it first; every corrupted clip is new content, so
+    each case still computes what it corrupted."""
+    return tmp_path_factory.mktemp("fuzz-cache")
+
+
 @pytest.mark.parametrize("protocol", list(SCORE))
-def test_score_survives_random_corruptions(protocol, tiny_corpus, tmp_path):
+def test_score_survives_random_corruptions(protocol, tiny_corpus, tmp_path, feature_cache):
     rng = random.Random(f"{SEED}-{protocol}")
     _, _, options, _ = SCORE[protocol]
-    cache = tmp_path / "cache"
+    cache = feature_cache
     tried, codes = 0, []
     for what, manifest in _score_cases(protocol, tiny_corpus, tmp_path, rng):
         out = manifest.with_name("out.parquet")
@@ -197,13 +205,15 @@ EVALS = ["reward", "consistency", "judge", "arena"]
 
 
 @pytest.fixture(scope="module")
-def results_files(tiny_corpus, tmp_path_factory):
+def results_files(tiny_corpus, tmp_path_factory, feature_cache):
     """A real results file per protocol (arena: the corpus's battle table)."""
     folder = tmp_path_factory.mktemp("fuzz-results")
     files = {}
     for protocol, (name, _, options, _) in SCORE.items():
         files[protocol] = folder / f"{protocol}.parquet"
-        code, stderr = _run(["score", protocol, str(tiny_corpus / name), "--out", str(files[protocol]), *options])
+        cache = [] if protocol == "reward" else ["--cache-dir", str(feature_cache)]
+        code, stderr = _run(["score", protocol, str(tiny_corpus / name), "--out", str(files[protocol]), *options,
+                             *cache])
         assert code in (0, 1), stderr
     files["arena"] = tiny_corpus / "battles.parquet"
     return files
@@ -295,12 +305,10 @@ def _output_value(rng: random.Random, others: list[str]) -> str:
 
 
 @pytest.fixture(scope="module")
-def reward_results(tiny_corpus, tmp_path_factory):
-    """Results of `score reward` on the tiny corpus (the eval / report input of the cases below)."""
-    out = tmp_path_factory.mktemp("fuzz-outputs") / "reward.parquet"
-    code, stderr = _run(["score", "reward", str(tiny_corpus / "reward_pairs.parquet"), "--out", str(out)])
-    assert code in (0, 1), stderr
-    return out
+def reward_results(results_files):
+    """Results of `score reward` on the tiny corpus (the eval / report input of the cases below): the
+    eval fuzz's file, the same command's output, which the cases only copy."""
+    return results_files["reward"]
 
 
 def test_output_options_never_delete_or_overwrite(reward_results, tiny_corpus, tmp_path, monkeypatch):
