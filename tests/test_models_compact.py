@@ -285,7 +285,7 @@ def test_packed_forward_equals_the_padded_forward(side, pooling, inference):
     items = [item for item in m.prepare_many([e for e, _ in pairs], [a for _, a in pairs], inference=inference)]
     batch = m.collate(items)
     rows = PackedRows.of(batch["attention_mask"])
-    assert rows is not None and rows.grid is not None  # ragged: copied into the attention grid and back
+    assert rows is not None and rows.grid is not None and not rows.on_grid  # ragged: the tokens, copied to the grid and back
     with torch.inference_mode():
         packed = m.packed_pooled(batch, rows)
         hidden, mask = m.hidden(batch, attention="span")
@@ -305,15 +305,40 @@ def test_packed_rows_lay_out_each_row_once():
     assert rows.grid.tolist() == [0, 1, 2, 3, 9, 10]  # right-aligned [4 rows, 3 wide]
     left = PackedRows.of(right.flip(1))
     assert left.flat.tolist() == [1, 2, 3, 7, 14, 15] and left.rank.tolist() == rows.rank.tolist()
+    assert rows.cells.tolist() == [0, 1, 2, 4, 5, 5, 8, 8, 8, 12, 13, 14]  # padding cells: a padding position of the row
+    assert left.cells.tolist() == [1, 2, 3, 7, 4, 4, 8, 8, 8, 14, 15, 12] and rows.cell_rank.tolist() == [0, 1, 2] * 4
     full = PackedRows.of(torch.ones(2, 3, dtype=torch.bool))
-    assert full.grid is None and full.pays()  # the rows are the grid: no copies
+    assert full.grid is None and not full.on_grid  # the tokens are the grid: no copies
     assert PackedRows.of(torch.tensor([[1, 0, 1]])) is None  # a hole: not one run
     assert PackedRows.of(torch.zeros(2, 3)) is None  # nothing to attend
-    assert rows.pays()  # 6 tokens in a 4 x 3 grid: half of it padding
-    assert not PackedRows.of(torch.tensor([[1] * 10, [1] * 9 + [0]])).pays()  # 5 % padding: the padded forward
+    assert not rows.on_grid  # 6 tokens in a 4 x 3 grid: half of it padding, the forward works on the tokens
+    assert PackedRows.of(torch.tensor([[1] * 10, [1] * 9 + [0]])).on_grid  # 5 % padding: on the grid's cells
 
 
-def test_inference_pooled_takes_the_packed_forward_when_it_pays(model, monkeypatch):
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_grid_forward_equals_the_padded_forward(model, side):
+    """A batch with little padding runs on the grid's cells (padding cells included): the same pooled
+    states as the padded forward and as each episode alone."""
+    def episode(text: str) -> Episode:
+        return Episode((Turn("user", text, "a.wav"), Turn("assistant", "fine, thanks")), "modality", text)
+
+    model.padding_side = side
+    try:
+        items = [model.prepare(episode(text), [tone(0.8, 220), None]) for text in ["hello there, how are you?"] * 5 + ["hello"]]
+        batch = model.collate(items)
+        rows = PackedRows.of(batch["attention_mask"])
+        assert rows.on_grid and rows.grid is not None
+        with torch.inference_mode():
+            grid = model.packed_pooled(batch, rows)
+            hidden, mask = model.hidden(batch, attention="span")
+            single = torch.cat([model.inference_pooled(model.collate([item])) for item in items])
+    finally:
+        model.padding_side = "right"
+    torch.testing.assert_close(grid, model.pooler(hidden, mask).float(), rtol=0, atol=1e-5)
+    torch.testing.assert_close(single, grid, rtol=0, atol=1e-5)
+
+
+def test_inference_pooled_takes_the_fused_forward_for_span_masks(model, monkeypatch):
     pairs = ragged_episodes()
     calls = []
     real = model.packed_pooled

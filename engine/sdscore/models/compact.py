@@ -475,31 +475,35 @@ class CompactRewardModel(RewardModel):
         fast = not self.training and not torch.is_grad_enabled() and weight.device.type == "cpu" and weight.dtype == torch.float32
         if fast:
             rows = PackedRows.of(batch["attention_mask"])
-            if rows is not None and rows.pays() and (batch.get("audio_frames") is None or batch["audio_frames"].dim() == 2):
+            if rows is not None and (batch.get("audio_frames") is None or batch["audio_frames"].dim() == 2):
                 return self.packed_pooled(batch, rows)
         hidden, mask = self.hidden(batch, attention="span" if fast else "sdpa")
         return self.pooler(hidden, mask).float()
 
     def packed_pooled(self, batch: dict[str, torch.Tensor], rows: PackedRows) -> torch.Tensor:
         """The fused CPU forward (float32, no autograd) that inference_pooled runs: every op on the
-        batch's T tokens [T, D] instead of the padded [B, L, D] — the token, segment and position
-        rows gathered once (positions from a cached sinusoid table instead of sin/cos per call),
-        the blocks' GEMMs, norms and GELU over T rows, attention in one compiled-core call per layer,
-        then the pooler over the packed rows. Equal to hidden(attention="span") + the pooler up to
-        float rounding (~1e-6); `rows` comes from PackedRows.of(batch's attention_mask)."""
-        ids, flat = batch["token_ids"], rows.flat
+        batch's T tokens [T, D] instead of the padded [B, L, D] (or, when the batch has little
+        padding, on its right-aligned grid's cells: see PackedRows.on_grid) — the token, segment
+        and position rows gathered once (positions from a cached sinusoid table instead of sin/cos
+        per call), the blocks' GEMMs, norms and GELU over those rows, attention in one compiled-core
+        call per layer, then the pooler over the packed rows. Equal to hidden(attention="span") +
+        the pooler up to float rounding (~1e-6); `rows` comes from PackedRows.of(batch's mask)."""
+        ids = batch["token_ids"]
+        source, position = (rows.cells, rows.cell_rank) if rows.on_grid else (rows.flat, rows.rank)
         b, n, p = ids.shape
-        tokens = ids.reshape(b * n, p).index_select(0, flat)
+        tokens = ids.reshape(b * n, p).index_select(0, source)
         x = self.embed(tokens + self.slot_offset).sum(1)
         if "audio_embeds" in batch:
             audio = batch["audio_embeds"].to(x.dtype)
         else:
             audio = self.frame_proj(batch["audio_frames"].to(x.dtype))
         x = x.masked_scatter_((tokens[:, 0] == bt.AUDIO)[:, None], audio)  # audio rows in row-major order
-        x += self.segment(batch["segment_ids"].reshape(-1).index_select(0, flat))
-        x += self._position_table(n).index_select(0, rows.rank).to(x.dtype)
+        x += self.segment(batch["segment_ids"].reshape(-1).index_select(0, source))
+        x += self._position_table(max(n, 1)).index_select(0, position).to(x.dtype)
         for block in self.blocks:
             x = block.infer_packed(x, rows)
+        if rows.on_grid and rows.grid is not None:
+            x = x.index_select(0, rows.grid)  # the tokens' rows of the grid, in packed order
         return self.pooler.packed(self.norm(x), rows.offsets_tensor).float()
 
     def _position_table(self, length: int) -> torch.Tensor:
@@ -584,7 +588,9 @@ class CompactRewardModel(RewardModel):
 class PackedRows:
     """Where the tokens of a padded batch sit once packed: the mask's kept positions in row-major
     order (row b's tokens are packed[offsets[b]:offsets[b + 1]]), for masks whose every row is one
-    run of positions (left or right padding, as collate lays them out)."""
+    run of positions (left or right padding, as collate lays them out); and the right-aligned grid
+    [B, width] (width: the longest row) that attention runs over. The fused forward works on the
+    tokens, or on the grid's cells (padding cells included) when the grid has little padding.""" 
 
     flat: torch.Tensor  # int64 [T]: row * L + position of each kept token, the packed order
     rank: torch.Tensor  # int64 [T]: each token's position within its row
@@ -593,6 +599,8 @@ class PackedRows:
     #: int64 [T]: each token's place in the right-aligned grid [B, width] the attention call reads;
     #: None when the packed tokens already are that grid (every row as long as the longest)
     grid: torch.Tensor | None
+    cells: torch.Tensor  # int64 [B * width]: each grid cell's position in the batch (a padding cell: one of its row's)
+    cell_rank: torch.Tensor  # int64 [B * width]: each grid cell's position within its row
 
     @staticmethod
     def of(mask: torch.Tensor) -> PackedRows | None:
@@ -610,35 +618,43 @@ class PackedRows:
         rank = np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths)
         width = int(lengths.max())
         grid = None if offsets[-1] == batch * width else torch.from_numpy(np.repeat(np.arange(batch) * width, lengths) + rank)
-        return PackedRows(torch.from_numpy(np.flatnonzero(keep)), torch.from_numpy(rank), offsets, lengths, grid)
+        at = np.arange(width)
+        # a row shorter than width has a padding position: 0 when left-padded, its length when right-padded
+        padding = np.where(starts > 0, 0, np.minimum(lengths, length - 1))
+        cells = np.where(at < lengths[:, None], starts[:, None] + at, padding[:, None]) + (np.arange(batch) * length)[:, None]
+        return PackedRows(torch.from_numpy(np.flatnonzero(keep)), torch.from_numpy(rank), offsets, lengths, grid,
+                          torch.from_numpy(cells.reshape(-1)), torch.from_numpy(np.tile(at, batch)))
 
-    #: the packed forward runs when the rows fill the grid (no copies) or leave at least this share of
-    #: it padding: below, the padded forward is faster (the grid copies of each layer's attention
-    #: cost more than the padding rows they save; interleaved on 16 rows of 150-165 tokens, 5 %
-    #: padding, packed took 1.05x the padded time, at 35 % padding 0.80x)
+    #: the fused forward works on the packed tokens when the rows fill the grid (no copies) or leave
+    #: at least this share of it padding; below, on the grid's cells, padding included (the grid
+    #: copies of each layer's attention cost more than the padding rows they save; interleaved on 16
+    #: rows of 150-165 tokens, 5 % padding, tokens took 1.05x the padded time, at 35 % padding 0.80x)
     MIN_PADDING: ClassVar[float] = 0.15
 
-    def pays(self) -> bool:
-        """True when the packed forward is the faster one for this batch (see MIN_PADDING)."""
+    @property
+    def on_grid(self) -> bool:
+        """True when the forward works on the grid's B x width cells rather than the T tokens."""
         cells = len(self.lengths) * int(self.lengths.max())
-        return self.grid is None or self.offsets[-1] <= (1 - self.MIN_PADDING) * cells
+        return self.grid is not None and self.offsets[-1] > (1 - self.MIN_PADDING) * cells
 
     @property
     def offsets_tensor(self) -> torch.Tensor:
         return torch.from_numpy(self.offsets)
 
     def attention(self, qkv: torch.Tensor, heads: int) -> torch.Tensor:
-        """Span attention of packed qkv [T, 3D] within each row -> [T, D]: one call of the compiled
-        core over the right-aligned grid [B, width] (the rows copied in and out of it only when some
-        row is shorter than the longest)."""
+        """Span attention within each row of qkv [T or B * width, 3D] (the forward's working rows)
+        -> [same, D]: one call of the compiled core over the right-aligned grid [B, width] (tokens
+        are copied into it and back only when the forward works on them and some row is shorter
+        than the longest). Grid cells outside a row's span come out zero."""
         from sdscore._native import core
 
         batch, width, d = len(self.lengths), int(self.lengths.max()), qkv.shape[1] // 3
-        grid = qkv if self.grid is None else qkv.new_empty(batch * width, 3 * d).index_copy_(0, self.grid, qkv)
+        copies = self.grid is not None and not self.on_grid
+        grid = qkv.new_empty(batch * width, 3 * d).index_copy_(0, self.grid, qkv) if copies else qkv.contiguous()
         out = core.span_attention(grid.numpy().reshape(batch, width, 3, heads, d // heads), np.zeros(batch, np.int64),
                                   self.lengths, (d // heads) ** -0.5, torch.get_num_threads())
         out = torch.from_numpy(out).view(batch * width, d)
-        return out if self.grid is None else out.index_select(0, self.grid)
+        return out.index_select(0, self.grid) if copies else out
 
 
 def _embedding(rows: int, width: int, meta: bool) -> nn.Embedding:
