@@ -205,6 +205,37 @@ def test_reward_on_s3_with_pooled_states_equals_local(cluster, tmp_path):
     assert s3.keys("reward/out.parquet") == ["reward/out.parquet"]  # no shard, attempt or lock left
 
 
+def test_object_store_attempts_are_moved_onto_their_shards_or_say_why(cluster, tmp_path):
+    """The commit on a store (no Ray needed): a worker's attempt object moved onto the shard's name by the
+    store; a missing attempt or an unwritable bucket is one error naming the object."""
+    from sdscore.runtime.object_output import ObjectShardedOutput
+    from sdscore.runtime.shard_sink import ShardSink
+
+    s3 = cluster.s3
+
+    def objects() -> list[str]:  # (not pyarrow's empty "folder" markers)
+        return [key for key in s3.keys("commit/") if not key.endswith("/")]
+
+    output = ObjectShardedOutput(s3.uri("commit/out.parquet"), 4, 2, {"protocol": "toy"}, False, staging_dir=tmp_path)
+    frame = pl.DataFrame({"id": ["a", "b"], "error": [None, "bad"]}, schema={"id": pl.String, "error": pl.String})
+    sink = output.sink()
+    first = sink.write(0, frame)
+    assert first.failed == 1 and objects() == [first.location.split("/", 3)[3]]
+    output.commit_shard(0, first)
+    assert objects() == ["commit/out.parquet.parts/part-000000.parquet", "commit/out.parquet.parts/run.json"]
+    gone = sink.write(1, frame)
+    s3.client.delete_object(Bucket=gone.location.split("/")[2], Key=gone.location.split("/", 3)[3])
+    with pytest.raises(SdscoreError, match=r"out\.parquet\.parts/part-000001\.parquet: could not commit the shard "
+                                           r"of rows 3\.\.4 .*rerun with --resume"):
+        output.commit_shard(1, gone)
+    sink.write(1, frame)  # an attempt never reported
+    output.abandon()  # this run's uncommitted attempt goes; the committed shard and the record stay
+    assert objects() == ["commit/out.parquet.parts/part-000000.parquet", "commit/out.parquet.parts/run.json"]
+    with pytest.raises(SdscoreError, match=r"s3://no-such-bucket/out\.parquet\.parts/part-000002\.ab12-[0-9a-f]+"
+                                           r"\.attempt\.parquet: could not write the results of shard 2"):
+        ShardSink("s3://no-such-bucket/out.parquet.parts", "ab12").write(2, frame)
+
+
 def _rss() -> int:
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
