@@ -180,8 +180,8 @@ class _Block(nn.Module):
         return (x + self.ff2.bias).addmm_(h, self.ff2.weight.t()).view(b, n, d)
 
     def infer_packed(self, x: torch.Tensor, rows: PackedRows) -> torch.Tensor:
-        """_infer over the batch's tokens only, x [T, D] (no padding row in any GEMM, norm or GELU);
-        attention in one compiled-core call over `rows`' grid."""
+        """_infer over the fused forward's working rows x [W, D] (the batch's T tokens, or the cells
+        of its attention grid: see PackedRows.on_grid); attention in one compiled-core call."""
         qkv = torch.addmm(self.qkv.bias, self.norm1(x), self.qkv.weight.t())
         a = rows.attention(qkv, self.n_heads)
         x = (x + self.out.bias).addmm_(a, self.out.weight.t())
@@ -590,7 +590,7 @@ class PackedRows:
     order (row b's tokens are packed[offsets[b]:offsets[b + 1]]), for masks whose every row is one
     run of positions (left or right padding, as collate lays them out); and the right-aligned grid
     [B, width] (width: the longest row) that attention runs over. The fused forward works on the
-    tokens, or on the grid's cells (padding cells included) when the grid has little padding.""" 
+    tokens, or on the grid's cells (padding cells included) when the grid has little padding."""
 
     flat: torch.Tensor  # int64 [T]: row * L + position of each kept token, the packed order
     rank: torch.Tensor  # int64 [T]: each token's position within its row
