@@ -36,6 +36,16 @@ def tiny_corpus(tiny_corpus_build):
     return tiny_corpus_build[0]
 
 
+@pytest.fixture(scope="session")
+def tiny_feature_cache(tmp_path_factory):
+    """One content cache (--cache-dir) for the session's score runs over the tiny corpus whose subject is
+    not the features (rows kept, errors flagged, a results file to fuzz): a clip's GE2E embedding or
+    blueprint is computed by the first of them and read by the others. The cache is keyed by the
+    clip's bytes and the extractor settings, so a hit gives what a computation would (the cache's own
+    tests: test_features_cache.py, test_batched_extraction.py); tests of extraction keep their own."""
+    return tmp_path_factory.mktemp("tiny-feature-cache")
+
+
 @pytest.fixture
 def arena_few_bootstraps(monkeypatch):
     """`eval arena` draws its Bradley–Terry CIs from 20 bootstrap resamples instead of 1000 for this test:

@@ -16,10 +16,10 @@ def corpus(tiny_corpus):
     return tiny_corpus
 
 
-def test_score_and_eval_consistency(corpus, tmp_path):
+def test_score_and_eval_consistency(corpus, tmp_path, tiny_feature_cache):
     results = tmp_path / "consistency.parquet"
     code = main(["score", "consistency", str(corpus / "consistency.parquet"), "--out", str(results),
-                 "--threshold", "0.6", "--cache-dir", str(tmp_path / "cache")])
+                 "--threshold", "0.6", "--cache-dir", str(tiny_feature_cache)])
     manifest = pl.read_parquet(corpus / "consistency.parquet")
     frame = pl.read_parquet(results)
     assert code == 0 and frame.height == manifest.height and frame["error"].null_count() == frame.height
@@ -35,7 +35,7 @@ def test_score_and_eval_consistency(corpus, tmp_path):
         assert min(range(len(scores)), key=scores.__getitem__) == true_turn
 
 
-def test_score_judge_keeps_rows_and_flags_a_missing_file(corpus, tmp_path):
+def test_score_judge_keeps_rows_and_flags_a_missing_file(corpus, tmp_path, tiny_feature_cache):
     manifest = read_manifest(corpus / "judge_items.parquet", "judge")  # audio paths made absolute
     broken = manifest.with_columns(
         pl.when(pl.int_range(pl.len()) == 0).then(pl.lit(str(tmp_path / "gone.wav")))
@@ -44,7 +44,7 @@ def test_score_judge_keeps_rows_and_flags_a_missing_file(corpus, tmp_path):
     broken.write_parquet(tmp_path / "judge.parquet")
     results = tmp_path / "rule.parquet"
     code = main(["score", "judge", str(tmp_path / "judge.parquet"), "--out", str(results),
-                 "--cache-dir", str(tmp_path / "cache")])
+                 "--cache-dir", str(tiny_feature_cache)])
     frame = pl.read_parquet(results)
     assert code == 1  # one row failed
     assert frame.height == manifest.height
@@ -88,6 +88,34 @@ def test_demo_writes_every_stage(corpus, tmp_path):
     assert (out / "naturalness" / "figures" / "fig2_turn_taking.png").is_file()
     items = pl.read_parquet(out / "naturalness" / "results-items.parquet")
     assert not items.filter(pl.col("system") == "halfduplex-robot")["interrupted"].any()  # it never starts early
+
+
+def test_the_demo_builds_its_corpus_unless_one_of_its_seed_and_size_is_there(tmp_path, monkeypatch):
+    import sdscore.synth
+    from sdscore.demo import ensure_corpus
+    from sdscore.progress import no_progress
+    from sdscore.synth.build import CORPUS_VERSION
+
+    built = []
+
+    def build_corpus(folder, *, seed, size, progress):
+        built.append((seed, size))
+        folder.mkdir(parents=True, exist_ok=True)
+        summary = {"seed": seed, "size": size, "corpus_version": CORPUS_VERSION}
+        (folder / "corpus.json").write_text(json.dumps(summary))
+        return summary
+
+    monkeypatch.setattr(sdscore.synth, "build_corpus", build_corpus)
+    folder = tmp_path / "corpus"
+    assert ensure_corpus(folder, 3, "tiny", no_progress)["seed"] == 3 and built == [(3, "tiny")]
+    assert ensure_corpus(folder, 3, "tiny", no_progress)["seed"] == 3 and built == [(3, "tiny")]  # reused
+    ensure_corpus(folder, 4, "tiny", no_progress)  # another seed, then another size: rebuilt
+    ensure_corpus(folder, 4, "small", no_progress)
+    assert built == [(3, "tiny"), (4, "tiny"), (4, "small")]
+    summary = json.loads((folder / "corpus.json").read_text())
+    (folder / "corpus.json").write_text(json.dumps({**summary, "corpus_version": "older"}))
+    ensure_corpus(folder, 4, "small", no_progress)  # an older sdscore's corpus: rebuilt
+    assert built[-1] == (4, "small") and len(built) == 4
 
 
 def test_bench_command_names_the_benchmarks(capsys):

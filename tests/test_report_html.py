@@ -85,7 +85,7 @@ def _naturalness_results(corpus: Path, out: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def reports(tiny_corpus, tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+def reports(tiny_corpus, tmp_path_factory, tiny_feature_cache) -> dict[str, tuple[Path, Path]]:
     """protocol → (report.html, METRICS.json), each made through the CLI."""
     out = tmp_path_factory.mktemp("reports")
     corpus = tiny_corpus
@@ -98,7 +98,7 @@ def reports(tiny_corpus, tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     built["reward"] = (out / "reward.html", out / "reward.json")
     # consistency: score, eval, then `sdscore report` from the files
     assert main(["score", "consistency", str(corpus / "consistency.parquet"), "--out", str(out / "cons.parquet"),
-                 "--threshold", "0.7", "--cache-dir", str(out / "cache")]) == 0
+                 "--threshold", "0.7", "--cache-dir", str(tiny_feature_cache)]) == 0
     assert main(["eval", "consistency", str(out / "cons.parquet"), "--out", str(out / "cons.json")]) == 0
     assert main(["report", "--protocol", "consistency", str(out / "cons.parquet"), "--metrics",
                  str(out / "cons.json"), "--out", str(out / "consistency.html")]) == 0
