@@ -121,6 +121,7 @@ inline void project(const float* in, size_t rows, size_t k_size, const float* pa
 // null for the last layer; partial holds batch x 4 V::W running gate sums between k blocks.
 struct Step {
   size_t batch, t, hidden;
+  size_t xt;  // step t's row block in xp (xp holds the frames of the current chunk)
   const int64_t* lengths;
   const float* xp;
   const float* panels;
@@ -141,7 +142,7 @@ inline void step_tile(const Step& s, size_t b0, size_t j, size_t k0, size_t k1) 
   const size_t gates = 4 * s.hidden, u = j * V::W;
   Reg acc[R][4];
   for (int r = 0; r < R; ++r) {
-    const float* row = k0 == 0 ? s.xp + (s.t * s.batch + b0 + r) * gates + u : s.partial + (b0 + r) * 4 * V::W;
+    const float* row = k0 == 0 ? s.xp + (s.xt * s.batch + b0 + r) * gates + u : s.partial + (b0 + r) * 4 * V::W;
     const size_t stride = k0 == 0 ? s.hidden : V::W;
     for (int g = 0; g < 4; ++g) acc[r][g] = V::load(row + g * stride);
   }
@@ -192,6 +193,8 @@ inline void step(const Step& s) {
 
 // The whole network on time-major input x [frames][batch][input] (every sequence below is
 // time-major too, so a step reads one contiguous block of xp); scratch as lstm.cpp sizes it.
+// Each layer projects its input kChunkFrames frames at a time, just before their steps: xp
+// stays small enough for the caches (and is not faulted in afresh at every call).
 inline void run(const float* x, size_t batch, size_t frames, const int64_t* lengths,
                 const LstmLayerWeights* layers, size_t num_layers, size_t hidden, float* h_out,
                 float* panels, float* bias, float* xp, float* seq_a, float* seq_b, float* h_a, float* h_b,
@@ -204,15 +207,18 @@ inline void run(const float* x, size_t batch, size_t frames, const int64_t* leng
     float* panels_hh = panels + 4 * hidden * k_in;
     pack_gates(w.w_hh, hidden, hidden, panels_hh);
     for (size_t i = 0; i < 4 * hidden; ++i) bias[i] = w.b_ih[i] + w.b_hh[i];
-    project(in, batch * frames, k_in, panels, bias, hidden, xp);
     float* y = l + 1 < num_layers ? (l % 2 == 0 ? seq_a : seq_b) : nullptr;
     float* h_prev = h_a;
     float* h_next = h_b;
-    for (size_t t = 0; t < frames; ++t) {
-      step(Step{batch, t, hidden, lengths, xp, panels_hh, h_prev, h_next, c, y, partial});
-      float* swap = h_prev;
-      h_prev = h_next;
-      h_next = swap;
+    for (size_t t0 = 0; t0 < frames; t0 += kChunkFrames) {
+      const size_t chunk = frames - t0 < kChunkFrames ? frames - t0 : kChunkFrames;
+      project(in + t0 * batch * k_in, chunk * batch, k_in, panels, bias, hidden, xp);
+      for (size_t t = t0; t < t0 + chunk; ++t) {
+        step(Step{batch, t, hidden, t - t0, lengths, xp, panels_hh, h_prev, h_next, c, y, partial});
+        float* swap = h_prev;
+        h_prev = h_next;
+        h_next = swap;
+      }
     }
     for (size_t i = 0; i < batch * hidden; ++i) h_out[l * batch * hidden + i] = h_prev[i];
     in = y;
