@@ -220,16 +220,17 @@ def test_object_store_attempts_are_moved_onto_their_shards_or_say_why(cluster, t
     frame = pl.DataFrame({"id": ["a", "b"], "error": [None, "bad"]}, schema={"id": pl.String, "error": pl.String})
     sink = output.sink()
     first = sink.write(0, frame)
-    assert first.failed == 1 and objects() == [first.location.split("/", 3)[3]]
+    runs = "commit/out.parquet.parts/attempt-runs.json"  # the run listed before its workers write
+    assert first.failed == 1 and objects() == sorted([runs, first.location.split("/", 3)[3]])
     output.commit_shard(0, first)
-    assert objects() == ["commit/out.parquet.parts/part-000000.parquet", "commit/out.parquet.parts/run.json"]
+    assert objects() == [runs, "commit/out.parquet.parts/part-000000.parquet", "commit/out.parquet.parts/run.json"]
     gone = sink.write(1, frame)
     s3.client.delete_object(Bucket=gone.location.split("/")[2], Key=gone.location.split("/", 3)[3])
     with pytest.raises(SdscoreError, match=r"out\.parquet\.parts/part-000001\.parquet: could not commit the shard "
                                            r"of rows 3\.\.4 .*rerun with --resume"):
         output.commit_shard(1, gone)
     sink.write(1, frame)  # an attempt never reported
-    output.abandon()  # this run's uncommitted attempt goes; the committed shard and the record stay
+    output.abandon()  # this run's uncommitted attempt and its listing go; the committed shard and the record stay
     assert objects() == ["commit/out.parquet.parts/part-000000.parquet", "commit/out.parquet.parts/run.json"]
     with pytest.raises(SdscoreError, match=r"s3://no-such-bucket/out\.parquet\.parts/part-000002\.ab12-[0-9a-f]+"
                                            r"\.attempt\.parquet: could not write the results of shard 2"):

@@ -86,3 +86,39 @@ def test_a_worker_that_cannot_write_says_where(tmp_path):
     with pytest.raises(SdscoreError, match=r"out\.parquet\.parts/part-000002\.ab12-[0-9a-f]+\.attempt\.parquet: "
                                            r"could not write the results of shard 2 \(Not a directory\)"):
         sink.write(2, _rows(0, 3))
+
+
+def test_a_file_named_like_an_attempt_that_no_run_wrote_is_never_deleted(tmp_path):
+    """Clean-up deletes only attempts of runs listed in the parts folder: a user's file that merely has an
+    attempt's name survives, in a parts folder sdscore did not make (refused) and in one it did."""
+    parts = tmp_path / "out.parquet.parts"
+    parts.mkdir()
+    foreign = parts / "part-000000.abcd-ef.attempt.parquet"
+    foreign.write_text("mine")
+    with pytest.raises(SdscoreError, match=r"out\.parquet\.parts: holds 'part-000000\.abcd-ef\.attempt\.parquet', "
+                                           r"which no run of sdscore wrote there \(there is no run\.json\)"):
+        _output(tmp_path)
+    with pytest.raises(SdscoreError, match=r"which no run of sdscore wrote there"):
+        _output(tmp_path, resume=True)
+    foreign.rename(tmp_path / "kept.parquet")
+
+    output = _output(tmp_path)
+    output.commit_shard(0, output.sink().write(0, _rows(0, 3)))
+    planted = parts / "part-000001.0bad-cafe.attempt.parquet"  # dropped into the run's folder mid-run
+    planted.write_text("mine too")
+    output.sink().write(1, _rows(3, 5))  # this run's own attempt, never reported
+    output.abandon()
+    assert planted.read_text() == "mine too" and sorted(p.name for p in parts.iterdir()) == [
+        "part-000000.parquet", planted.name, RUN_FILE]
+    resumed = _output(tmp_path, resume=True)
+    resumed.write_shard(1, _rows(3, 5))
+    assert resumed.finish({}) == (5, 0)
+    assert planted.read_text() == "mine too" and sorted(p.name for p in parts.iterdir()) == [planted.name]
+
+
+def test_a_run_that_cannot_list_itself_says_where_before_any_worker_writes(tmp_path):
+    output = _output(tmp_path)
+    output.parts.mkdir()
+    (output.parts / "attempt-runs.json").mkdir()  # a folder where the list of runs goes
+    with pytest.raises(SdscoreError, match=r"attempt-runs\.json: could not list this run before its workers write"):
+        output.sink()

@@ -30,8 +30,8 @@ import polars as pl
 from sdscore import storage
 from sdscore.errors import SdscoreError
 from sdscore.runtime.object_lock import ObjectLock
-from sdscore.runtime.shard_sink import WrittenShard, is_attempt, new_run_token
-from sdscore.runtime.sharded_output import RUN_FILE, ShardedOutput, _differences, _reason
+from sdscore.runtime.shard_sink import ATTEMPT_RUNS_FILE, WrittenShard, attempt_run, new_run_token
+from sdscore.runtime.sharded_output import RUN_FILE, ShardedOutput, _differences, _foreign, _reason, _run_tokens
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,7 @@ class ObjectShardedOutput(ShardedOutput):
         self.shard_rows = shard_rows
         self.record = {**record, "n_rows": n_rows, "shard_rows": shard_rows}
         self.run_token = new_run_token()
+        self._registered = False
         self._open(resume)
 
     def _listing(self) -> set[str]:
@@ -69,7 +70,10 @@ class ObjectShardedOutput(ShardedOutput):
             raise SdscoreError(str(error)) from None
 
     def _open(self, resume: bool) -> None:
-        present = {name for name in self._listing() if not is_attempt(name)}  # attempts alone: no run to resume
+        listing = self._listing()
+        present = set() if self._only_attempts(list(listing)) else listing  # listed runs' attempts alone: no run to resume
+        if present and RUN_FILE not in present:
+            raise _foreign(self.parts, list(present))
         if present and not resume:
             raise SdscoreError(
                 f"{self.parts}: holds shards of an unfinished run; pass --resume to continue it, "
@@ -140,12 +144,32 @@ class ObjectShardedOutput(ShardedOutput):
                                 (json.dumps(self.record, indent=2, allow_nan=False) + "\n").encode())
             self._record_written = True
 
-    def _attempts(self, run: str | None) -> list[str]:
-        return [storage.join(self.parts, name) for name in self._listing() if is_attempt(name, run)]
+    def _runs_file(self) -> str:  # type: ignore[override]
+        return storage.join(self.parts, ATTEMPT_RUNS_FILE)
+
+    def _attempt_runs(self) -> set[str]:
+        if ATTEMPT_RUNS_FILE not in self._listing():
+            return set()
+        try:
+            return _run_tokens(storage.read_bytes(self._runs_file()))
+        except storage.StorageError:
+            return set()
+
+    def _write_attempt_runs(self, runs: set[str]) -> None:
+        if runs:
+            storage.write_bytes(self._runs_file(), (json.dumps({"runs": sorted(runs)}, indent=2) + "\n").encode())
+        elif ATTEMPT_RUNS_FILE in self._listing():
+            storage.delete(self._runs_file())
+
+    def _attempts(self, runs: set[str]) -> list[str]:  # type: ignore[override]
+        return [storage.join(self.parts, name) for name in self._listing() if attempt_run(name) in runs]
 
     def abandon(self) -> None:
-        for uri in self._attempts(self.run_token):
+        if not self._registered:
+            return
+        for uri in self._attempts({self.run_token}):
             storage.delete(uri)
+        self._write_attempt_runs(self._attempt_runs() - {self.run_token})
         storage.remove_empty_prefix(self.parts)
 
     def finish(self, provenance: dict) -> tuple[int, int]:
@@ -176,7 +200,8 @@ class ObjectShardedOutput(ShardedOutput):
             os.remove(temp)
 
     def _remove_parts(self, shards: list) -> None:
-        for uri in [*shards, storage.join(self.parts, RUN_FILE), *self._attempts(None)]:
+        for uri in [*shards, storage.join(self.parts, RUN_FILE), *self._attempts(self._cleanable_runs())]:
             storage.delete(uri)
+        self._write_attempt_runs(set())
         if not storage.remove_empty_prefix(self.parts):
             log.warning("%s: left in place: it holds objects this run did not write", self.parts)

@@ -11,8 +11,10 @@ exists only once the driver has counted it, and the run record means what it alw
 An attempt is named by the run and by the attempt (`part-NNNNNN.<run>-<attempt>.attempt.parquet`
 beside the shards): a window redone after its actor died is a second attempt under another name,
 and only the first one reported is committed; the others, and the attempts of a run that stopped,
-are deleted by the driver (the finished run deletes every attempt left under its parts folder: only
-sdscore writes names of this pattern there).
+are deleted by the driver. Before its workers write, the driver adds its run token to
+`attempt-runs.json` in the parts folder (ATTEMPT_RUNS_FILE); clean-up deletes only attempts of the
+runs listed there (the finished run also those of earlier runs killed before they could), so a
+file merely named like an attempt that no run of sdscore wrote is never deleted.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from sdscore.errors import SdscoreError
 
 #: An attempt's file or object name: shard, run token, attempt token.
 ATTEMPT_NAME = re.compile(r"^part-(\d{6})\.([0-9a-f]+)-([0-9a-f]+)\.attempt\.parquet$")
+#: The parts folder's list of the runs whose workers may have written attempts there.
+ATTEMPT_RUNS_FILE = "attempt-runs.json"
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,12 @@ def is_attempt(name: str, run: str | None = None) -> bool:
     """Whether a file name in a parts folder is an attempt (of the run `run`, when given)."""
     found = ATTEMPT_NAME.match(name)
     return found is not None and (run is None or found.group(2) == run)
+
+
+def attempt_run(name: str) -> str | None:
+    """The run token in an attempt's name (None for a name that is not an attempt's)."""
+    found = ATTEMPT_NAME.match(name)
+    return None if found is None else found.group(2)
 
 
 class ShardSink:

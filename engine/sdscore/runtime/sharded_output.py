@@ -28,7 +28,8 @@ from sdscore.atomic_write import atomic_path, write_json
 from sdscore.corpus.write import write_manifest
 from sdscore.errors import SdscoreError
 from sdscore.runtime.provenance import METADATA_KEY
-from sdscore.runtime.shard_sink import ShardSink, WrittenShard, check_attempt, is_attempt, new_run_token
+from sdscore.runtime.shard_sink import (ATTEMPT_RUNS_FILE, ShardSink, WrittenShard, attempt_run, check_attempt,
+                                        new_run_token)
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +73,15 @@ class ShardedOutput:
         self.shard_rows = shard_rows
         self.record = {**record, "n_rows": n_rows, "shard_rows": shard_rows}
         self.run_token = new_run_token()
+        self._registered = False
         self._open(resume)
 
     def _open(self, resume: bool) -> None:
         run_file = self.parts / RUN_FILE
-        if self.parts.is_dir() and all(is_attempt(p.name) for p in self.parts.iterdir()):
-            return  # only attempts of a run stopped before its first shard: nothing to resume (finish deletes them)
+        if self.parts.is_dir() and self._only_attempts([p.name for p in self.parts.iterdir()]):
+            return  # only attempts of runs stopped before their first shard: nothing to resume (finish deletes them)
+        if self.parts.is_dir() and not run_file.exists():
+            raise _foreign(self.parts, [p.name for p in self.parts.iterdir()])
         if self.parts.exists() and not resume:
             raise SdscoreError(
                 f"{self.parts}: holds shards of an unfinished run; pass --resume to continue it, "
@@ -132,8 +136,45 @@ class ShardedOutput:
                                f"({_reason(error)}); {self._kept()}") from error
 
     def sink(self) -> ShardSink:
-        """The picklable writer of this run's attempts, for workers that write their own shards."""
+        """The picklable writer of this run's attempts, for workers that write their own shards (this
+        run is first listed in the parts folder's ATTEMPT_RUNS_FILE: clean-up deletes only listed runs' attempts)."""
+        if not self._registered:
+            runs = self._attempt_runs()
+            if self.run_token not in runs:
+                try:
+                    self._write_attempt_runs(runs | {self.run_token})
+                except OSError as error:  # (a store's StorageError too)
+                    raise SdscoreError(f"{self._runs_file()}: could not list this run before its workers write "
+                                       f"their shards ({_reason(error)})") from error
+            self._registered = True
         return ShardSink(os.fspath(self.parts), self.run_token)
+
+    def _only_attempts(self, names: list[str]) -> bool:
+        """Whether a parts folder holds nothing but attempts of listed runs (and their list)."""
+        runs = self._attempt_runs()
+        return all(name == ATTEMPT_RUNS_FILE or attempt_run(name) in runs for name in names)
+
+    def _runs_file(self):
+        return self.parts / ATTEMPT_RUNS_FILE
+
+    def _attempt_runs(self) -> set[str]:
+        """The runs listed in the parts folder as writers of attempts (none when the list is absent or unreadable)."""
+        try:
+            return _run_tokens(self._runs_file().read_bytes())
+        except OSError:
+            return set()
+
+    def _write_attempt_runs(self, runs: set[str]) -> None:
+        """Write the list of runs (deleting it when none is left)."""
+        if runs:
+            self.parts.mkdir(parents=True, exist_ok=True)
+            write_json(self._runs_file(), {"runs": sorted(runs)})
+        else:
+            self._runs_file().unlink(missing_ok=True)
+
+    def _cleanable_runs(self) -> set[str]:
+        """The runs whose attempts this run deletes: the listed ones, and itself once it listed itself."""
+        return self._attempt_runs() | ({self.run_token} if self._registered else set())
 
     def _check_written(self, k: int, written: WrittenShard) -> None:
         start, stop = self.rows_of(k)
@@ -155,16 +196,19 @@ class ShardedOutput:
             raise SdscoreError(f"{self.shard_path(k)}: could not commit the shard of rows {start + 1}..{stop} "
                                f"({_reason(error)}); {self._kept()}") from error
 
-    def _attempts(self, run: str | None) -> list[Path]:
+    def _attempts(self, runs: set[str]) -> list[Path]:
         if not self.parts.is_dir():
             return []
-        return [p for p in self.parts.iterdir() if is_attempt(p.name, run)]
+        return [p for p in self.parts.iterdir() if attempt_run(p.name) in runs]
 
     def abandon(self) -> None:
-        """After a failed run: delete this run's uncommitted attempts, and the parts folder when that
-        empties it (a run that committed nothing leaves nothing)."""
-        for path in self._attempts(self.run_token):
+        """After a failed run: delete this run's uncommitted attempts (and its entry in the list of
+        runs), and the parts folder when that empties it (a run that committed nothing leaves nothing)."""
+        if not self._registered:
+            return
+        for path in self._attempts({self.run_token}):
             path.unlink(missing_ok=True)
+        self._write_attempt_runs(self._attempt_runs() - {self.run_token})
         try:
             self.parts.rmdir()
         except OSError:
@@ -213,12 +257,28 @@ class ShardedOutput:
     def _remove_parts(self, shards: list[Path]) -> None:
         """Delete the shards and run record this run wrote, then the folder if that left it empty:
         a file someone else put into OUT.parquet.parts is never deleted (the folder stays, with it)."""
-        for path in [*shards, self.parts / RUN_FILE, *self._attempts(None)]:  # attempts left by redone windows
+        # attempts left by redone windows and by listed runs killed before their clean-up; not others
+        for path in [*shards, self.parts / RUN_FILE, *self._attempts(self._cleanable_runs()), self._runs_file()]:
             path.unlink(missing_ok=True)
         try:
             self.parts.rmdir()
         except OSError:
             log.warning("%s: left in place: it holds files this run did not write", self.parts)
+
+
+def _foreign(parts, names: list[str]) -> SdscoreError:
+    """The error for a parts folder holding files no run of sdscore wrote (there is no run record)."""
+    return SdscoreError(f"{parts}: holds {sorted(names)[0]!r}, which no run of sdscore wrote there (there is no "
+                        f"{RUN_FILE}); move it away or choose another output, nothing in it is deleted or overwritten")
+
+
+def _run_tokens(data: bytes) -> set[str]:
+    """The run tokens of an ATTEMPT_RUNS_FILE's bytes (none when they are not such a list)."""
+    try:
+        runs = json.loads(data)["runs"]
+    except (ValueError, KeyError, TypeError):
+        return set()
+    return {run for run in runs if isinstance(run, str)} if isinstance(runs, list) else set()
 
 
 def _sync_folder(folder: Path) -> None:
