@@ -129,6 +129,17 @@ def test_minilm_similarity_loads_offline_and_ranks_relevance():
     assert out["content_pred"].to_list() == ["1"] and "minilm similarity" in out["reasoning"][0]
 
 
+def test_minilm_similarity_names_a_folder_it_cannot_load(tmp_path):
+    """The judge's MiniLM is features.sentence_embedding's loader: an empty model folder is one
+    ModelError naming it."""
+    pytest.importorskip("transformers")
+    from sdscore.errors import ModelError
+    from sdscore.protocols.judge.text_similarity import MiniLMSimilarity
+
+    with pytest.raises(ModelError, match=f"cannot load a sentence encoder from {tmp_path}"):
+        MiniLMSimilarity(model_dir=tmp_path).load()
+
+
 def test_text_similarity_falls_back_and_says_so(monkeypatch):
     from sdscore.errors import MissingDependencyError
     from sdscore.protocols.judge import text_similarity

