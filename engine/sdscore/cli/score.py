@@ -54,7 +54,9 @@ def _add_runtime_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                         help="run on Ray Data: a local Ray instance, or the cluster at ADDRESS (e.g. auto)")
     parser.add_argument("--ray-cpus", type=float, metavar="N",
-                        help="CPUs per Ray actor (default 0.5: reading and writing need CPU beside the actors)")
+                        help="CPUs per Ray actor, which reads, scores and writes its own windows (default 0.5: "
+                        "Ray's CPUs are bookkeeping, and a fraction keeps --workers actors schedulable beside "
+                        "the driver and Ray Data's own tasks; an actor runs max(1, floor(N)) compute threads)")
     parser.add_argument("--ray-gpus", type=float, metavar="N", default=0.0, help="GPUs per Ray actor (default 0)")
     parser.add_argument("--window-rows", type=_positive,
                         help="rows per window and per resumable shard (default 1024, or the unfinished run's)")
