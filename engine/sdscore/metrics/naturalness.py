@@ -173,14 +173,22 @@ def paired_wilcoxon(system, reference) -> dict:
     }
 
 
-def paired_friedman(matrix) -> dict:
-    """Friedman's test on [n questions, k ≥ 3 systems] (one block per question)."""
+def _friedman_matrix(matrix, min_treatments: int, treatments: str, blocks: str) -> np.ndarray:
+    """A finite [n blocks, k treatments] matrix with k ≥ min_treatments and n ≥ 2, else a ValueError
+    saying which (in the caller's words for treatments and blocks)."""
     values = _as_finite_matrix(matrix, "matrix")
     n, k = values.shape
-    if k < 3:
-        raise ValueError(f"Friedman's test needs at least 3 systems, got {k}")
+    if k < min_treatments:
+        raise ValueError(f"Friedman's test needs at least {min_treatments} {treatments}, got {k}")
     if n < 2:
-        raise ValueError(f"Friedman's test needs at least 2 questions answered by every system, got {n}")
+        raise ValueError(f"Friedman's test needs at least 2 {blocks}, got {n}")
+    return values
+
+
+def paired_friedman(matrix) -> dict:
+    """Friedman's test on [n questions, k ≥ 3 systems] (one block per question)."""
+    values = _friedman_matrix(matrix, 3, "systems", "questions answered by every system")
+    n, k = values.shape
     if np.all(values == values[:, :1]):
         raise ValueError("every system has the same value on every question, so the test is undefined")
     result = stats.friedmanchisquare(*values.T)
@@ -199,12 +207,8 @@ def friedman_statistic(matrix) -> dict:
     C = 1 − Σ (t³ − t) / (n k (k² − 1)), p from χ²(k − 1) — scipy.stats.friedmanchisquare's formula
     (equal to it for k ≥ 3), open to k = 2, the paper's "paired Friedman test" of a system against the
     human answers."""
-    values = _as_finite_matrix(matrix, "matrix")
+    values = _friedman_matrix(matrix, 2, "related samples", "blocks (questions)")
     n, k = values.shape
-    if k < 2:
-        raise ValueError(f"Friedman's test needs at least 2 related samples, got {k}")
-    if n < 2:
-        raise ValueError(f"Friedman's test needs at least 2 blocks (questions), got {n}")
     ranks = stats.rankdata(values, axis=1)
     ties = 0.0
     for row in values:
