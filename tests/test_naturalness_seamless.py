@@ -5,7 +5,9 @@ selected into dialogues, and the subset/split filters of select-dialogues and ev
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -314,3 +316,40 @@ def test_bad_conversations_tables_are_refused(tmp_path, frame, match):
     pl.DataFrame(frame, schema={c: pl.String for c in frame}).write_csv(path)
     with pytest.raises(ManifestError, match=match):
         read_conversations(path)
+
+
+def _hung(*_):
+    raise TimeoutError("read_seamless blocked (on a FIFO?)")
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize("spoil, match", [
+    (lambda p: p.with_suffix(".json").write_text('{"metadata:transcript": [{"transcript": "x", "start": 1'
+                                                 + "0" * 400 + ', "end": 2}]}'),
+     r"P0002\.json transcript entry 0: start 1000+\.\.\. is not a non-negative number of seconds"),
+    (lambda p: p.with_suffix(".json").write_text('{"metadata:transcript": [{"start": 1' + "0" * 5000 + "}]}"),
+     r"P0002\.json: not JSON sdscore reads \(Exceeds the limit \(4300 digits\)"),
+    (lambda p: p.with_suffix(".json").write_text("[" * 100_000 + "]" * 100_000),
+     r"P0002\.json: not JSON sdscore reads \(nested too deeply\)"),
+    (lambda p: _fifo(p.with_suffix(".json")), r"P0002\.json: not a regular file \(a FIFO"),
+    (lambda p: _fifo(p.with_suffix(".wav")), r"P0002\.wav: not a regular file \(a FIFO"),
+])
+def test_hostile_participant_files_are_their_interactions_problem_not_a_crash_or_hang(tmp_path, spoil, match):
+    root = tmp_path / "seamless"
+    archive = root / "improvised" / "dev" / "0000"
+    for key in (A, "V00_S0001_I00000009"):
+        _bundle(archive, f"{key}_P0001", [_entry("Hello there.", 0.0, 1.0)], seconds=2.0, seed=1)
+        _bundle(archive, f"{key}_P0002", [_entry("Hi.", 1.2, 2.0)], seconds=2.0, seed=2)
+    spoil(archive / f"{A}_P0002")
+    signal.signal(signal.SIGALRM, _hung)
+    signal.alarm(30)  # a reader blocked on a FIFO fails the test instead of hanging the suite
+    try:
+        read = read_seamless(root)
+    finally:
+        signal.alarm(0)
+    assert [key for key, _ in read.problems] == [A] and re.search(match, read.problems[0][1]), read.problems
+    assert {s.conversation_id for s in read.segments} == {"V00_S0001_I00000009"}

@@ -38,6 +38,7 @@ import json
 import math
 import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,6 +164,8 @@ def _read_interaction(interaction: str, participants: dict[str, _Participant],
         if len(files.wavs) != 1:
             problems.append(f"{folder}: {file_id}.wav " + ("is missing" if not files.wavs else
                             "is there more than once: " + ", ".join(map(str, files.wavs))))
+        elif (problem := _not_a_file(files.wavs[0])) is not None:
+            problems.append(problem)
         sources = [*files.bundles, *files.transcripts]
         if len(sources) != 1:
             problems.append(f"{folder}: {file_id}: " + (
@@ -183,8 +186,31 @@ def _read_interaction(interaction: str, participants: dict[str, _Participant],
     return segments, problems
 
 
+def _not_a_file(path: Path) -> str | None:
+    """The problem of a path that is not a regular file (a FIFO would block its reader), else None."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        return f"{path}: cannot be read ({error.strerror or error})"
+    return None if stat.S_ISREG(mode) else f"{path}: not a regular file (a FIFO, socket or device is not read)"
+
+
+def _json(text: str) -> tuple[object, str | None]:
+    """(value, None) or (None, why the text is not JSON sdscore reads)."""
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as error:
+        return None, f"not JSON ({error.msg} at line {error.lineno})"
+    except ValueError as error:  # an integer of more digits than Python converts
+        return None, f"not JSON sdscore reads ({str(error).split(';')[0]})"
+    except RecursionError:
+        return None, "not JSON sdscore reads (nested too deeply)"
+
+
 def _transcript(path: Path, file_id: str) -> tuple[list, str | None]:
     """(entries, None) or ([], the problem naming the file)."""
+    if (problem := _not_a_file(path)) is not None:
+        return [], problem
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -194,15 +220,14 @@ def _transcript(path: Path, file_id: str) -> tuple[list, str | None]:
         for number, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
-            try:
-                entries.append(json.loads(line))
-            except json.JSONDecodeError as error:
-                return [], f"{path} line {number}: not JSON ({error.msg})"
+            entry, problem = _json(line)
+            if problem:
+                return [], f"{path} line {number}: {problem.replace(' at line 1)', ')')}"
+            entries.append(entry)
         return entries, None
-    try:
-        bundle = json.loads(text)
-    except json.JSONDecodeError as error:
-        return [], f"{path}: not JSON ({error.msg} at line {error.lineno})"
+    bundle, problem = _json(text)
+    if problem:
+        return [], f"{path}: {problem}"
     if not isinstance(bundle, dict):
         return [], f"{path}: holds a {type(bundle).__name__}, not an object with '{TRANSCRIPT_KEY}'"
     if bundle.get("id") not in (None, file_id):
@@ -223,10 +248,14 @@ def _segment(entry, interaction: str, speaker: str, wav: Path | None,
     times = {}
     for name in ("start", "end"):
         value = entry.get(name)
-        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        try:
+            number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        except OverflowError:  # an integer past float's range
+            number = None
         if number is None or not math.isfinite(number) or number < 0:
-            return None, f"{where}: {name} {value!r} is not a non-negative number of seconds"
-        times[name] = float(number)
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:20] + "..."
+            return None, f"{where}: {name} {shown} is not a non-negative number of seconds"
+        times[name] = number
     if times["end"] < times["start"]:
         return None, f"{where}: end {times['end']:g} is before start {times['start']:g}"
     text = entry.get("transcript")
