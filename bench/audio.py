@@ -30,7 +30,7 @@ import soxr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import sdscore.audio  # noqa: E402
-from common import MIN_ROUNDS, Row, interleaved_rounds, parser, rate_row, report  # noqa: E402
+from common import MIN_ROUNDS, Row, cpu_model, interleaved_rounds, parser, rate_row, report  # noqa: E402
 from sdscore import _core  # noqa: E402
 
 TARGET = 16000
@@ -66,20 +66,6 @@ def write_files(folder: Path, rate: int, count: int, rng: np.random.Generator) -
 def soundfile_soxr(path: str) -> np.ndarray:
     x, rate = sf.read(path, dtype="float32")
     return soxr.resample(x, rate, TARGET, quality="HQ")
-
-
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo), or the platform's processor string elsewhere."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or "unknown CPU"
 
 
 def machine_line() -> str:

@@ -26,7 +26,6 @@ import sdscore  # noqa: F401  (first, as the CLI: its OpenMP wait policy must be
 import datetime  # noqa: E402
 import multiprocessing  # noqa: E402
 import os  # noqa: E402
-import platform  # noqa: E402
 import resource  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -40,7 +39,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Row, interleaved_rounds, parser, rate_row, render_tts, report  # noqa: E402
+from common import Row, cpu_model, interleaved_rounds, parser, rate_row, render_tts, report  # noqa: E402
 from cotenant import load_note  # noqa: E402
 
 from sdscore import _core, kernels  # noqa: E402
@@ -51,14 +50,6 @@ from sdscore.features.speaker.ge2e import LAYERS, MEL_CHANNELS, PARTIAL_FRAMES, 
 #: the thread-count variables of the BLAS/OpenMP pools a resemblyzer worker loads (numpy's
 #: OpenBLAS, torch's OpenMP/MKL), pinned to 1 before the workers start
 POOL_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), platform.processor())
-    except OSError:
-        return platform.processor() or "unknown CPU"
 
 
 def pool_threads() -> str:

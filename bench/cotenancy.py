@@ -32,7 +32,6 @@ _USER_WAIT_POLICY = os.environ.get("OMP_WAIT_POLICY")  # before sdscore sets its
 import sdscore  # noqa: E402,F401  (first: its OpenMP wait policy must be set before torch loads)
 
 import multiprocessing  # noqa: E402
-import platform  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import warnings  # noqa: E402
@@ -44,20 +43,12 @@ import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reward as bench_reward  # noqa: E402
-from common import parser, render_tts  # noqa: E402
+from common import cpu_model, parser, render_tts  # noqa: E402
 from cotenant import Cotenant, contended_rounds, cotenancy_rows, load_note, report_cotenancy, verdict  # noqa: E402
 
 from sdscore import kernels  # noqa: E402
 from sdscore.runtime.compute_budget import affinity_cores, cores, quota_cores  # noqa: E402
 from sdscore.runtime.reward.episode_scorer import RewardScorer  # noqa: E402
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), platform.processor())
-    except OSError:
-        return platform.processor() or "unknown CPU"
 
 
 def setting_note() -> str:
