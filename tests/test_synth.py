@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import librosa
@@ -127,6 +128,9 @@ def test_same_seed_is_byte_identical_and_another_seed_differs(corpus, tmp_path):
     assert _hashes(tmp_path / "again", again_frames) == _hashes(out, frames)
     assert again["total_audio_seconds"] > 0
 
+    # another seed's corpus: its TTS renders are content-keyed files (voice + text), so the session's are
+    # copied in and only the texts this seed draws anew are rendered (again's renders above were not)
+    shutil.copytree(out / "audio" / "tts", tmp_path / "other" / "audio" / "tts")
     other = build_corpus(tmp_path / "other", seed=SEED + 1, size="tiny")
     other_frames = {n: pl.read_parquet(tmp_path / "other" / f) for n, f in MANIFESTS.items()}
     for name in MANIFESTS:
