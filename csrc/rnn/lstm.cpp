@@ -164,10 +164,12 @@ void lstm_final_hidden(const float* x, size_t batch, size_t frames, const int64_
   auto panels = floats(4 * hidden * (widest + hidden));
   auto bias = floats(4 * hidden);
   auto xp = floats((frames < kChunkFrames ? frames : kChunkFrames) * batch * 4 * hidden);
-  // The output sequences start zeroed: frames past a row's length are never written, and the
-  // next layer projects them (its result for them is then ignored, but stays finite).
-  auto seq_a = floats(num_layers > 1 ? steps * hidden : 0, true);
-  auto seq_b = floats(num_layers > 2 ? steps * hidden : 0, true);
+  // With lengths, the output sequences start zeroed: frames past a row's length are never
+  // written, and the next layer projects them (its result for them is then ignored, but stays
+  // finite). Without, every frame is written before it is read.
+  const bool ragged = lengths != nullptr;
+  auto seq_a = floats(num_layers > 1 ? steps * hidden : 0, ragged);
+  auto seq_b = floats(num_layers > 2 ? steps * hidden : 0, ragged);
   auto h_a = floats(batch * hidden, true);
   auto h_b = floats(batch * hidden, true);
   auto c = floats(batch * hidden, true);
