@@ -313,3 +313,17 @@ def test_reading_never_opens_audio(tmp_path):
     rows[0]["chosen"][1]["audio_path"] = "missing/definitely_not_here.wav"
     path = write_manifest(pl.DataFrame(rows), tmp_path / "pairs.parquet")
     assert read_manifest(path)["chosen"][0][1]["audio_path"] == str(tmp_path / "missing/definitely_not_here.wav")
+
+
+def test_collect_table_reads_a_side_table_or_says_why_in_one_line(tmp_path):
+    from sdscore.corpus.read import collect_table
+
+    good = tmp_path / "segments.csv"
+    good.write_text("conversation_id,text\nc1,hello\n")
+    table, frame = collect_table(good, "segments table")
+    assert frame.to_dicts() == [{"conversation_id": "c1", "text": "hello"}] and table.base_dir == str(tmp_path)
+    bad = tmp_path / "broken.csv"
+    bad.write_text('a,b\n1,2\n3,4,5,6\n"x\n')  # polars' parse error runs to several lines of advice
+    with pytest.raises(ManifestError, match=r"broken\.csv: could not read the segments table \(could not parse") as error:
+        collect_table(bad, "segments table")
+    assert "\n" not in str(error.value)

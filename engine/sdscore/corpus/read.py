@@ -123,6 +123,19 @@ def load_table(path: str | os.PathLike, *, lhotse_group_by: str | None = None) -
     return table
 
 
+def collect_table(path: str | os.PathLike, what: str) -> tuple[RawTable, pl.DataFrame]:
+    """load_table and the whole table in memory, for a side table (segments, conversations,
+    metadata) read as it is; ManifestError "<source>: could not read the <what> (<the reader's
+    first line>)" when it cannot be read."""
+    table = load_table(path)
+    try:
+        return table, table.frame.collect()
+    except pl.exceptions.PolarsError as error:
+        text = str(error).strip()
+        first_line = text.splitlines()[0] if text else type(error).__name__
+        raise ManifestError(f"{table.source}: could not read the {what} ({first_line})") from None
+
+
 def _load_remote_table(uri: str, lhotse_group_by: str | None = None) -> RawTable:
     """Read an object-store manifest from its local copy, named by its URI in the table and errors."""
     copy = fetch_manifest(uri)

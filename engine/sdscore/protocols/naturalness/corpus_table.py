@@ -24,7 +24,7 @@ from pathlib import Path
 import polars as pl
 
 from sdscore.audio.checks import sound_info
-from sdscore.corpus.read import load_table
+from sdscore.corpus.read import collect_table
 from sdscore.errors import AudioError, ManifestError
 
 ALL = "all"
@@ -46,11 +46,7 @@ def _group(row: dict) -> tuple[str, str]:
 
 
 def _read(path: str | os.PathLike, required: tuple[str, ...], what: str) -> tuple[pl.DataFrame, Path, str]:
-    table = load_table(path)
-    try:
-        frame = table.frame.collect()
-    except pl.exceptions.PolarsError as error:
-        raise ManifestError(f"{table.source}: could not read the {what} ({str(error).splitlines()[0]})") from None
+    table, frame = collect_table(path, what)
     missing = [c for c in required if c not in frame.columns]
     if missing:
         raise ManifestError(f"{table.source}: the {what} lacks column(s) {', '.join(missing)} "

@@ -52,7 +52,7 @@ from sdscore import audio
 from sdscore.atomic_write import atomic_path, write_json
 from sdscore.audio.checks import check_target_rate
 from sdscore.corpus.audio_paths import resolve_path
-from sdscore.corpus.read import load_table
+from sdscore.corpus.read import collect_table
 from sdscore.errors import AudioError, ManifestError, SdscoreError
 from sdscore.output_paths import check_replaceable_folder, staged_folder
 from sdscore.protocols.naturalness.channels import read_channels
@@ -108,11 +108,7 @@ class SegmentTable:
 def read_segments(path: str | os.PathLike) -> SegmentTable:
     """Read a segments table; relative audio paths resolve against its folder. A missing column or
     an unreadable file raises ManifestError; a bad row becomes a problem naming the row."""
-    table = load_table(path)
-    try:
-        frame = table.frame.collect()
-    except pl.exceptions.PolarsError as error:
-        raise ManifestError(f"{table.source}: could not read the segments table ({error})") from error
+    table, frame = collect_table(path, "segments table")
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
         raise ManifestError(
@@ -178,11 +174,7 @@ def read_conversations(path: str | os.PathLike) -> dict[str, dict[str, str]]:
     """A conversations table: conversation_id and any of INFO_COLUMNS (other columns are ignored), one
     row per conversation → {column: value} of its non-null cells. ManifestError naming the file for
     a missing column and the rows of a repeated conversation_id or a missing id."""
-    table = load_table(path)
-    try:
-        frame = table.frame.collect()
-    except pl.exceptions.PolarsError as error:
-        raise ManifestError(f"{table.source}: could not read the conversations table ({error})") from error
+    table, frame = collect_table(path, "conversations table")
     given = [c for c in INFO_COLUMNS if c in frame.columns]
     if "conversation_id" not in frame.columns or not given:
         raise ManifestError(f"{table.source}: a conversations table needs conversation_id and one or more of "
