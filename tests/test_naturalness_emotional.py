@@ -160,6 +160,52 @@ def test_a_bad_predictor_folder_is_a_clear_error(predictor_dir, tmp_path):
         Predictor(predictor_dir).logits(np.zeros((2, 3)))
 
 
+
+def test_hostile_predictor_folders_are_clear_errors(predictor_dir, tmp_path):
+    """A FIFO for config.json (would block the reader), JSON nested too deeply, labels or relationships
+    of the wrong type, NaN weights: one ModelError naming the file (was: a hang, tracebacks, NaN scores)."""
+    import os
+    import shutil
+    import signal
+    from pathlib import Path
+
+    from safetensors.numpy import load_file, save_file
+
+    def copy(name):
+        return Path(shutil.copytree(predictor_dir, tmp_path / name))
+
+    config = json.loads((predictor_dir / CONFIG_FILE).read_text())
+    fifo = copy("fifo")
+    (fifo / CONFIG_FILE).unlink()
+    os.mkfifo(fifo / CONFIG_FILE)
+    def hung(*_):
+        raise TimeoutError("Predictor blocked on the FIFO")
+
+    signal.signal(signal.SIGALRM, hung)
+    signal.alarm(30)  # a reader blocked on the FIFO fails the test instead of hanging the suite
+    try:
+        with pytest.raises(ModelError, match=r"fifo/config\.json: not a regular file \(a FIFO"):
+            Predictor(fifo)
+    finally:
+        signal.alarm(0)
+    deep = copy("deep")
+    (deep / CONFIG_FILE).write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ModelError, match=r"deep/config\.json: not readable JSON: nested too deeply"):
+        Predictor(deep)
+    for name, change, match in [("labels", {"labels": 5}, r"labels must be .*got 5"),
+                                ("names", {"relationships": [{"a": 1}]}, r"relationships must be names \(text\)")]:
+        folder = copy(name)
+        (folder / CONFIG_FILE).write_text(json.dumps({**config, **change}))
+        with pytest.raises(ModelError, match=rf"{name}/config\.json: {match}"):
+            Predictor(folder)
+    nan = copy("nan")
+    tensors = load_file(str(nan / WEIGHTS_FILE))
+    tensors["2.bias"][0] = np.nan
+    save_file(tensors, str(nan / WEIGHTS_FILE))
+    with pytest.raises(ModelError, match=r"nan/model\.safetensors: 2\.weight or 2\.bias holds NaN or infinite"):
+        Predictor(nan)
+
+
 # ---- calibration and the paired Friedman test ---------------------------------------------------------------
 
 @pytest.mark.parametrize("n", [1, 7, 99, 100, 150, 1000])

@@ -323,3 +323,23 @@ def test_the_models_see_15_s_before_the_answer_window(tmp_path):
     with torch.inference_mode():
         logits = tiny_vap(0)(torch.from_numpy(waveform[:, 80 * 320:]).unsqueeze(0))[0]
     assert got == pytest.approx(F.cross_entropy(logits[750:770], labels).item(), rel=1e-5)
+
+
+def test_hostile_state_dicts_are_clear_errors():
+    """Values that are not tensors, 0-d or empty size tensors and NaN weights: one ModelError naming the
+    entry (was: AttributeError / IndexError / ZeroDivisionError tracebacks, and NaN surprisals)."""
+    sd = tiny_vap().state_dict()
+    with pytest.raises(ModelError, match=r"x\.pt: not a VAP state dict \(entry 'vap_head\.weight' holds a int"):
+        build_from_state_dict({**sd, "vap_head.weight": 5}, "x.pt")
+    with pytest.raises(ModelError, match=r"entry 5 holds a Tensor"):
+        build_from_state_dict({**sd, 5: torch.zeros(1)})
+    with pytest.raises(ModelError, match=r"has no dimension \(a 0-d tensor\)"):
+        build_from_state_dict({**sd, "vap_head.weight": torch.tensor(3.0)})
+    with pytest.raises(ModelError, match=r"a size of 0 \(attention heads\)"):
+        build_from_state_dict({**sd, "transformer.ar_channel.layers.0.mha.m": torch.zeros(0)})
+    with pytest.raises(ModelError, match=r"a size of 0 \(gEncoder conv0 channels\)"):
+        build_from_state_dict({**sd, "encoder.encoder.gEncoder.conv0.weight": torch.zeros(0, 1, 10)})
+    spoiled = {**sd, "vap_head.weight": sd["vap_head.weight"].clone()}
+    spoiled["vap_head.weight"][0, 0] = float("inf")
+    with pytest.raises(ModelError, match=r"vap_head\.weight holds NaN or infinite values"):
+        build_from_state_dict(spoiled)

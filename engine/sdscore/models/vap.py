@@ -309,6 +309,12 @@ def _count(sd: dict, prefix: str) -> int:
 def build_from_state_dict(sd: dict[str, Tensor], name: str = "state dict") -> VAP:
     """A VAP of the sizes the state dict's shapes give, its weights loaded strictly (ModelError naming
     `name` for a missing or unexpected key, a shape that does not fit, or a codebook that is not theirs)."""
+    for key, value in sd.items():
+        if not isinstance(key, str) or not isinstance(value, Tensor):
+            raise ModelError(f"{name}: not a VAP state dict (entry {key!r} holds a {type(value).__name__}; "
+                             "a state dict maps names to tensors)")
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            raise ModelError(f"{name}: {key} holds NaN or infinite values")
     if sd and all(k.startswith("model.") for k in sd):  # their VAPModule_state_dict.pt: the module's `model.`
         sd = {k[len("model."):]: v for k, v in sd.items()}
     try:
@@ -323,6 +329,13 @@ def build_from_state_dict(sd: dict[str, Tensor], name: str = "state dict") -> VA
     except KeyError as error:
         raise ModelError(f"{name}: not a VAP state dict (no {error.args[0]!r}; expected the layout of the authors' "
                          "VAP_state_dict.pt)") from None
+    except IndexError:
+        raise ModelError(f"{name}: a tensor VAP's sizes are read from has no dimension (a 0-d tensor)") from None
+    sizes = {"gEncoder conv0 channels": hidden, "gAR hidden size": ar_hidden, "encoder dim": enc_dim,
+             "transformer dim": dim, "feed-forward dim": ffn_dim, "attention heads": heads}
+    empty = [what for what, size in sizes.items() if size < 1]
+    if empty:
+        raise ModelError(f"{name}: its tensors give VAP a size of 0 ({', '.join(empty)})")
     kinds = {3 * ar_hidden: "GRU", 4 * ar_hidden: "LSTM"}
     if gates not in kinds:
         raise ModelError(f"{name}: gAR weight_ih_l0 has {gates} rows; a GRU has {3 * ar_hidden}, an LSTM "

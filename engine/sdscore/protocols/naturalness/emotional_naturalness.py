@@ -97,12 +97,16 @@ class Predictor:
 
 
 def _read_config(path: Path) -> dict:
+    if path.exists() and not path.is_file() and not path.is_dir():  # reading a FIFO would wait for a writer
+        raise ModelError(f"{path}: not a regular file (a FIFO, socket or device is not read)")
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ModelError(f"{path.parent}: an emotional-naturalness predictor folder needs {CONFIG_FILE}") from None
     except (OSError, ValueError) as error:
         raise ModelError(f"{path}: not readable JSON: {error}") from None
+    except RecursionError:
+        raise ModelError(f"{path}: not readable JSON: nested too deeply") from None
     if not isinstance(config, dict) or config.get("format") != PREDICTOR_FORMAT:
         raise ModelError(f"{path}: \"format\" must be {PREDICTOR_FORMAT!r}")
     for name, kind in _REQUIRED.items():
@@ -113,8 +117,10 @@ def _read_config(path: Path) -> dict:
         raise ModelError(f"{path}: emotion_dim and context_dim must be >= 1")
     if not all(isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in config["hidden"]):
         raise ModelError(f"{path}: hidden must list layer widths >= 1, got {config['hidden']!r}")
+    if not all(isinstance(r, str) for r in config["relationships"]):
+        raise ModelError(f"{path}: relationships must be names (text), got {config['relationships']!r}")
     labels = config.get("labels", list(LABELS))
-    if [str(v).lower() for v in labels] != list(LABELS):
+    if not isinstance(labels, list) or [str(v).lower() for v in labels] != list(LABELS):
         raise ModelError(f"{path}: labels must be {list(LABELS)} (the score is the human-like logit), got {labels!r}")
     return config
 
@@ -141,6 +147,8 @@ def _read_layers(path: Path, input_dim: int, hidden: list[int]) -> list[tuple[np
         if weight.shape != (widths[i + 1], widths[i]) or bias.shape != (widths[i + 1],):
             raise ModelError(f"{path}: {key}.weight is {list(weight.shape)} and {key}.bias {list(bias.shape)}; "
                              f"config.json says [{widths[i + 1]}, {widths[i]}] and [{widths[i + 1]}]")
+        if not (np.isfinite(weight).all() and np.isfinite(bias).all()):
+            raise ModelError(f"{path}: {key}.weight or {key}.bias holds NaN or infinite values")
         layers.append((weight.astype(np.float64), bias.astype(np.float64)))
     extra = sorted(set(tensors) - {f"{2 * i}.{p}" for i in range(len(layers)) for p in ("weight", "bias")})
     if extra:
