@@ -22,13 +22,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@contextmanager
-def serve_process(options: Sequence[str], env: dict[str, str] | None = None) -> Iterator[str]:
-    """`sdscore serve --device cpu --max-wait-ms 2 OPTIONS...` until the block ends (SIGINT, as an
-    operator stops it); yields its base URL. `env`: variables added to this process's environment."""
+def start_serve(options: Sequence[str], env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    """`sdscore serve --port FREE OPTIONS...` started and answering /healthz (else the test fails with
+    its output): (the process, its stdout and stderr merged as text; its base URL). `env`: variables
+    added to this process's environment. Stopping it is the caller's."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "sdscore.cli", "serve", "--port", str(port), "--device", "cpu",
-                             "--max-wait-ms", "2", "--log-level", "warning", *options],
+    proc = subprocess.Popen([sys.executable, "-m", "sdscore.cli", "serve", "--port", str(port), *options],
                             env=dict(os.environ, **(env or {})), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     url = f"http://127.0.0.1:{port}"
@@ -36,12 +35,18 @@ def serve_process(options: Sequence[str], env: dict[str, str] | None = None) -> 
     while time.monotonic() < deadline and proc.poll() is None:
         try:
             if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                break
+                return proc, url
         except httpx.TransportError:
             time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail(f"sdscore serve did not come up: {proc.communicate(timeout=10)[0][-2000:]}")
+    proc.kill()
+    pytest.fail(f"sdscore serve did not come up: {proc.communicate(timeout=10)[0][-2000:]}")
+
+
+@contextmanager
+def serve_process(options: Sequence[str], env: dict[str, str] | None = None) -> Iterator[str]:
+    """`sdscore serve --device cpu --max-wait-ms 2 OPTIONS...` until the block ends (SIGINT, as an
+    operator stops it); yields its base URL. `env`: variables added to this process's environment."""
+    proc, url = start_serve(["--device", "cpu", "--max-wait-ms", "2", "--log-level", "warning", *options], env)
     try:
         yield url
     finally:

@@ -20,6 +20,7 @@ from sdscore.rl.batcher import RewardBatcher
 from sdscore.rl.server import ServerLimits, create_app
 
 from rl_episodes import SR, compact_scorer, wav_bytes, wave
+from serve_process import free_port, start_serve
 
 uvicorn = pytest.importorskip("uvicorn")
 pytest.importorskip("fastapi")
@@ -38,15 +39,9 @@ def clips():
     return [(wave(rng, 0.6), wave(rng, rng.uniform(0.3, 1.0))) for _ in range(40)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def running(app):
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="info", access_log=True))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -279,25 +274,10 @@ def test_shutdown_finishes_in_flight_requests(scorer, clips):
 
 
 def test_cli_serve_answers_then_stops_cleanly_on_sigterm():
-    import os
     import signal
-    import subprocess
-    import sys
 
-    port = _free_port()
-    env = dict(os.environ, SDSCORE_SERVE_TOKEN=TOKEN)
-    proc = subprocess.Popen([sys.executable, "-m", "sdscore.cli", "serve", "--port", str(port), "--max-wait-ms", "2"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc, url = start_serve(["--max-wait-ms", "2"], env={"SDSCORE_SERVE_TOKEN": TOKEN})
     try:
-        url, deadline, up = f"http://127.0.0.1:{port}", time.time() + 180, False
-        while time.time() < deadline and not up:
-            try:
-                up = httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-            except httpx.TransportError:
-                time.sleep(0.1)
-        if not up:
-            proc.kill()
-            pytest.fail(f"sdscore serve did not come up: {proc.communicate(timeout=10)[0]}")
         body = {"episodes": [{"turns": [{"role": "user", "text": "hi"}, {"role": "assistant", "text": "hello"}]}]}
         assert httpx.post(f"{url}/score", json=body).status_code == 401
         r = httpx.post(f"{url}/score", json=body, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)

@@ -11,12 +11,10 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import os
 import selectors
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -30,6 +28,7 @@ from sdscore.rl.bounded_json import JSONBodyError, json_depth, loads_bounded
 from sdscore.rl.server import ServerConfigError, ServerLimits, create_app, server_config
 
 from rl_episodes import compact_scorer, wav_bytes, wave
+from serve_process import free_port, start_serve
 
 uvicorn = pytest.importorskip("uvicorn")
 pytest.importorskip("fastapi")
@@ -42,17 +41,11 @@ def scorer():
     return compact_scorer()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def running(scorer, limits: ServerLimits = ServerLimits(), **batcher_options):
     """create_app + server_config (as `serve` does) on a loopback port, on a thread."""
     batcher = RewardBatcher(scorer, max_wait_ms=1, **batcher_options)
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(server_config(create_app(batcher, limits=limits), host="127.0.0.1", port=port,
                                           limits=limits, log_level="info"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -392,21 +385,10 @@ def test_a_disconnect_mid_body_is_one_log_line(scorer):
 
 
 def test_cli_serve_exits_cleanly_on_one_sigint_with_slow_clients_connected():
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "sdscore.cli", "serve", "--port", str(port),
-                             "--body-timeout-s", "600", "--idle-timeout-s", "600"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc, url = start_serve(["--body-timeout-s", "600", "--idle-timeout-s", "600"])
+    port = int(url.rsplit(":", 1)[1])
     sockets = []
     try:
-        deadline, up = time.time() + 180, False
-        while time.time() < deadline and not up:
-            try:
-                up = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
-            except httpx.TransportError:
-                time.sleep(0.1)
-        if not up:
-            proc.kill()
-            pytest.fail(f"sdscore serve did not come up: {proc.communicate(timeout=10)[0]}")
         sockets.append(socket.create_connection(("127.0.0.1", port)))  # idle
         slow = socket.create_connection(("127.0.0.1", port))  # half a body, then nothing
         slow.sendall(b"POST /score HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + b'{"episodes": [')
