@@ -154,6 +154,8 @@ def _load_table(path: str, source: str, lhotse_group_by: str | None = None) -> R
             return read_kaldi_dir(path, source)
         return read_dataset_folder(path, source)
     if not os.path.isfile(path):
+        if os.path.exists(path):  # reading a FIFO would wait for a writer
+            raise ManifestError(f"{source}: not a regular file or folder (a FIFO, socket or device is not read)")
         raise ManifestError(f"{source}: no such file or folder")
     grouping = GROUPINGS[0] if lhotse_group_by is None else lhotse_group_by
     base_dir = os.path.dirname(os.path.abspath(path))

@@ -23,7 +23,9 @@ from pathlib import Path
 
 import polars as pl
 
+from sdscore import storage
 from sdscore.audio.checks import sound_info
+from sdscore.audio.embedded_clips import is_embedded
 from sdscore.corpus.read import collect_table
 from sdscore.errors import AudioError, ManifestError
 
@@ -55,6 +57,9 @@ def _read(path: str | os.PathLike, required: tuple[str, ...], what: str) -> tupl
 
 
 def _seconds(path: str, conversation: str, source: str) -> float:
+    local = None if storage.is_remote(path) or is_embedded(path) else storage.normalize(path)
+    if local is not None and os.path.exists(local) and not os.path.isfile(local):  # a FIFO would block the reader
+        raise AudioError(f"{source}: conversation {conversation!r}: the audio {path} is not a regular file")
     try:
         info = sound_info(path)
     except Exception as error:  # noqa: BLE001 - soundfile and the stores raise many kinds
