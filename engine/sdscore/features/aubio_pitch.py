@@ -32,9 +32,8 @@ import numpy as np
 import polars as pl
 
 from sdscore.audio import AudioBatch
-from sdscore.features.contours import contour
 from sdscore.features.extract import resample
-from sdscore.features.pitch import PITCH_SCHEMA, correlation
+from sdscore.features.pitch import PITCH_SCHEMA, correlation, pitch_columns
 
 BUFFERS_PER_FFT = 2048
 
@@ -146,12 +145,4 @@ class AubioYinPitch:
         return ~np.isnan(pitch) & (confidence >= self.min_confidence) & (pitch >= self.fmin) & (pitch <= self.fmax)
 
     def run(self, batch: AudioBatch, inputs: Mapping[str, list] | None = None) -> dict[str, list]:
-        cols: dict[str, list] = {c: [] for c in self.schema}
-        for pitch, conf in self.track(batch):
-            kept = pitch[self.keep(pitch, conf)]
-            some = len(kept) > 0
-            cols["pitch_mean_hz"].append(float(kept.mean()) if some else None)
-            cols["pitch_std_hz"].append(float(kept.std()) if some else None)
-            cols["pitch_median_hz"].append(float(np.median(kept)) if some else None)
-            cols["pitch_contour_hz"].append(contour(kept, self.contour_points))
-        return cols
+        return pitch_columns((pitch[self.keep(pitch, conf)] for pitch, conf in self.track(batch)), self.contour_points)

@@ -37,7 +37,7 @@ per frame (tried with Praat's costs on the tuning half: no better than the rules
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import ClassVar, NamedTuple
 
@@ -176,6 +176,19 @@ PITCH_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
+def pitch_columns(kept_per_item: Iterable[np.ndarray], contour_points: int) -> dict[str, list]:
+    """The PITCH_SCHEMA columns from each item's kept pitches (Hz): mean, std (ddof 0), median and a
+    ``contour_points``-point contour; None (and contour's empty value) for an item with none kept."""
+    cols: dict[str, list] = {c: [] for c in PITCH_SCHEMA}
+    for kept in kept_per_item:
+        some = len(kept) > 0
+        cols["pitch_mean_hz"].append(float(kept.mean()) if some else None)
+        cols["pitch_std_hz"].append(float(kept.std()) if some else None)
+        cols["pitch_median_hz"].append(float(np.median(kept)) if some else None)
+        cols["pitch_contour_hz"].append(contour(kept, contour_points))
+    return cols
+
+
 class YinPitch:
     """Extractor ``pitch`` → pitch_mean_hz, pitch_std_hz, pitch_median_hz, pitch_contour_hz."""
 
@@ -310,12 +323,4 @@ class YinPitch:
     def run(
         self, batch: AudioBatch, inputs: Mapping[str, list] | None = None
     ) -> dict[str, list]:
-        cols: dict[str, list] = {c: [] for c in self.schema}
-        for track in self.track(batch):
-            kept = track.f0[self.keep(track)]
-            some = len(kept) > 0
-            cols["pitch_mean_hz"].append(float(kept.mean()) if some else None)
-            cols["pitch_std_hz"].append(float(kept.std()) if some else None)
-            cols["pitch_median_hz"].append(float(np.median(kept)) if some else None)
-            cols["pitch_contour_hz"].append(contour(kept, self.contour_points))
-        return cols
+        return pitch_columns((track.f0[self.keep(track)] for track in self.track(batch)), self.contour_points)
