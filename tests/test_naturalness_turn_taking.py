@@ -236,3 +236,10 @@ def test_malformed_activity_is_an_error_naming_the_row():
     bad = {**_dialogue("bot", "b", 0.3), "answer_va": [0.1, 0.5, 0.9]}
     with pytest.raises(ValueError, match="results row 'bot-b': answer_va: .*odd number of bounds"):
         evaluate_naturalness(_results([_dialogue("human", "a", 0.3), bad]))
+
+
+@pytest.mark.parametrize("column", ["question_duration_s", "answer_offset_s", "answer_duration_s"])
+def test_a_duration_past_a_day_is_an_error_naming_the_row_not_a_huge_allocation(column):
+    huge = {**_dialogue("bot", "b", 0.3), column: -1e12 if column == "answer_offset_s" else 1e12}
+    with pytest.raises(ValueError, match=rf"results row 'bot-b': {column} -?1e\+12 s is beyond 86400 s"):
+        evaluate_naturalness(_results([_dialogue("human", "a", 0.3), huge]))

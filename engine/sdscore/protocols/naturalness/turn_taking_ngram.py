@@ -40,6 +40,9 @@ ADD_K = 0.5
 ACTIVITY_COLUMNS = ("question_duration_s", "question_va_asker", "question_va_answerer", "answer_va",
                     "answer_offset_s")
 NOTE = "turn-taking"
+#: the largest |duration or offset| in seconds a results row may give (a day: the frames of a larger one
+#: would not fit in memory)
+MAX_SECONDS = 86400.0
 
 
 def histories(states: np.ndarray, order: int) -> np.ndarray:
@@ -143,6 +146,9 @@ def _checked(row: dict) -> dict:
     for column in ("question_duration_s", "answer_offset_s", "answer_duration_s"):
         if not math.isfinite(row[column]):
             raise ValueError(f"results row {row.get('item_id')!r}: {column} is not finite ({row[column]})")
+        if abs(row[column]) > MAX_SECONDS:  # its frames would not fit in memory
+            raise ValueError(f"results row {row.get('item_id')!r}: {column} {row[column]:g} s is beyond "
+                             f"{MAX_SECONDS:g} s (a day); not a clip's time")
     return row
 
 
