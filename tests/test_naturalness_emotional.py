@@ -293,6 +293,25 @@ def test_eval_calibrates_on_dev_and_reports_the_other_half():
     assert "Emotional nat." in latex and "Emotional nat.: RANDOM-WEIGHT predictor" in latex
 
 
+def test_eval_of_logits_too_large_to_summarise_is_null_with_the_reason_not_an_unwritable_inf():
+    """A logit of 1e308 made the system's std inf, and METRICS.json could not be written ('Out of range
+    float values are not JSON compliant', naming nothing); the system's value is now null with the reason."""
+    import re
+
+    from sdscore.protocols.naturalness.emotional_naturalness_eval import LOGIT, _dev_by_hash
+    from sdscore.protocols.naturalness.evaluate import evaluate_naturalness
+
+    frame = _results(np.random.default_rng(0), n_questions=12)
+    test_key = next(f"q{q}" for q in range(12) if not _dev_by_hash(f"q{q}"))
+    frame = frame.with_columns(pl.when((pl.col("system") == "model-a") & (pl.col("question_key") == test_key))
+                               .then(1e308).otherwise(pl.col(LOGIT)).alias(LOGIT))
+    metrics = evaluate_naturalness(frame)
+    record = metrics["systems"]["model-a"]["emotional_naturalness"]
+    assert record["value"] is None and re.search(r"system 'model-a': its shifted emotional_naturalness_logit "
+                                                 r"values are too large to summarise .*1e\+308", record["reason"])
+    assert metrics["systems"]["model-b"]["emotional_naturalness"]["value"] is not None  # the others are kept
+    json.dumps(metrics, allow_nan=False)
+
 def test_eval_uses_the_dev_split_when_the_rows_have_one():
     from sdscore.protocols.naturalness.emotional_naturalness_eval import emotional_naturalness_values
     from sdscore.protocols.naturalness.evaluate import _prepared, _System

@@ -20,6 +20,7 @@ the paper's paired Friedman test of each system against the human answers.
 from __future__ import annotations
 
 import hashlib
+import math
 
 import numpy as np
 import polars as pl
@@ -108,8 +109,13 @@ def emotional_naturalness_values(systems: dict, reference: str) -> tuple[dict[st
             out[name] = null(name, f"no scored test row ({rule.split(':')[0]}: the dev rows only calibrate the "
                                    "shift)" if frame.filter(pl.col("system") == name).height else None)
             continue
-        out[name] = {"value": float(scores.mean()), "n": scores.len(),
-                     "std": float(scores.std(ddof=1)) if scores.len() > 1 else None, "shift": shift, **extra}
+        value, std = float(scores.mean()), float(scores.std(ddof=1)) if scores.len() > 1 else None
+        if not all(math.isfinite(v) for v in (value, std) if v is not None):
+            out[name] = null(name, f"system {name!r}: its shifted emotional_naturalness_logit values are too large "
+                                   f"to summarise (the mean or std overflows: largest |value| "
+                                   f"{float(scores.abs().max()):g})")
+            continue
+        out[name] = {"value": value, "n": scores.len(), "std": std, "shift": shift, **extra}
         if name != reference:
             out[name]["friedman_vs_reference"] = _friedman(test, name, reference)
     return out, calibration
