@@ -122,3 +122,11 @@ def test_a_run_that_cannot_list_itself_says_where_before_any_worker_writes(tmp_p
     (output.parts / "attempt-runs.json").mkdir()  # a folder where the list of runs goes
     with pytest.raises(SdscoreError, match=r"attempt-runs\.json: could not list this run before its workers write"):
         output.sink()
+
+
+def test_a_file_where_the_parts_folder_goes_is_refused_and_kept(tmp_path):
+    (tmp_path / "out.parquet.parts").write_text("mine")
+    for resume in (False, True):
+        with pytest.raises(SdscoreError, match=r"out\.parquet\.parts: is a file, not the parts folder of a run"):
+            _output(tmp_path, resume=resume)
+    assert (tmp_path / "out.parquet.parts").read_text() == "mine"

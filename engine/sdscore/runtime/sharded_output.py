@@ -80,6 +80,9 @@ class ShardedOutput:
         run_file = self.parts / RUN_FILE
         if self.parts.is_dir() and self._only_attempts([p.name for p in self.parts.iterdir()]):
             return  # only attempts of runs stopped before their first shard: nothing to resume (finish deletes them)
+        if self.parts.exists() and not self.parts.is_dir():
+            raise SdscoreError(f"{self.parts}: is a file, not the parts folder of a run (shards are written there); "
+                               f"move it away or choose another output")
         if self.parts.is_dir() and not run_file.exists():
             raise _foreign(self.parts, [p.name for p in self.parts.iterdir()])
         if self.parts.exists() and not resume:
