@@ -25,6 +25,8 @@ import pytest
 from sdscore.cli import main
 from sdscore.manifests import read_manifest
 
+from tree_state import tree_state
+
 SEED = int(os.environ.get("SDSCORE_FUZZ_SEED", "20261124"))
 SCALE = max(1, int(os.environ.get("SDSCORE_FUZZ_SCALE", "1")))
 #: cases per test (times SCALE); a judge case computes blueprints (~2 s), the others take a fraction of a second
@@ -263,24 +265,6 @@ def test_eval_survives_random_corruptions(protocol, results_files, tmp_path, are
 
 
 # --- output options: hostile --out / --format / --format-out / --plot / --report values ---------------
-def _tree_state(root: Path) -> dict[str, str]:
-    """Every file (its bytes' hash), symlink (its target) and folder under root."""
-    import hashlib
-
-    state = {}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(folder) / name
-            rel = path.relative_to(root).as_posix()
-            if path.is_symlink():
-                state[rel] = "link:" + os.readlink(path)
-            elif path.is_dir():
-                state[rel] = "dir"
-            else:
-                state[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return state
-
-
 def _output_world(root: Path, tiny_corpus: Path, results: Path) -> None:
     """Inputs in data/ (a 2-pair reward manifest as pairs.jsonl, results, metrics) beside things that
     are not sdscore's (a folder, a file) and links to the manifest."""
@@ -339,9 +323,9 @@ def test_output_options_never_delete_or_overwrite(reward_results, tiny_corpus, t
                     "--out", out]
         overwrite = rng.random() < 0.3
         argv += ["--overwrite"] if overwrite else []
-        before = _tree_state(root)
+        before = tree_state(root)
         code, stderr = _run(argv)
-        after = _tree_state(root)
+        after = tree_state(root)
         what = f"seed {SEED} outputs case {tried} {argv}"
         assert code in (0, 1, 2), f"{what}: exit code {code}\n{stderr[-3000:]}"
         assert "Traceback" not in stderr, f"{what}: traceback\n{stderr[-3000:]}"

@@ -13,7 +13,6 @@ each have a test here that fails on the code before the policy.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -37,23 +36,9 @@ from sdscore.output_paths import (
 )
 from sdscore.runtime.run import RunSummary
 
+from tree_state import tree_state
+
 SR = 16000
-
-
-def _tree(root: Path) -> dict[str, str]:
-    """Every file (sha256), symlink (its target) and folder under root."""
-    state = {}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(folder) / name
-            rel = path.relative_to(root).as_posix()
-            if path.is_symlink():
-                state[rel] = "link:" + os.readlink(path)
-            elif path.is_dir():
-                state[rel] = "dir"
-            else:
-                state[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return state
 
 
 def _pairs(folder: Path, n: int = 3) -> list[dict]:
@@ -200,10 +185,10 @@ CASES = [(command, option, case, overwrite)
 def test_every_output_option_refuses_hostile_paths(world, fake_score, capsys, command, option, case, overwrite):
     value = _hostile_value(case, command, option)
     argv = _argv(command, {option: value}) + (["--overwrite"] if overwrite else [])
-    before = _tree(world.parent)
+    before = tree_state(world.parent)
     code, err = _run(argv, capsys)
     assert code == 2, err
-    assert _tree(world.parent) == before  # nothing deleted, changed or created
+    assert tree_state(world.parent) == before  # nothing deleted, changed or created
     assert fake_score.calls == 0  # refused before any work
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:"), err
@@ -237,35 +222,35 @@ def test_the_cases_cover_every_output_option_of_every_writing_command():
 
 # --- the reproduced defects (issue 28) ----------------------------------------------------------------
 def test_scp_format_out_empty_deletes_nothing(world, fake_score, capsys):
-    before = _tree(world.parent)
+    before = tree_state(world.parent)
     code, err = _run(["score", "reward", "data/pairs.jsonl", "--out", "r.parquet", "--format", "scp",
                       "--format-out", ""], capsys)
     assert code == 2 and "--format-out: empty path" in err
-    assert _tree(world.parent) == before and fake_score.calls == 0
+    assert tree_state(world.parent) == before and fake_score.calls == 0
 
 
 def test_scp_format_out_on_the_manifests_folder_deletes_nothing(world, fake_score, capsys):
-    before = _tree(world.parent)
+    before = tree_state(world.parent)
     code, err = _run(["score", "reward", "data/pairs.jsonl", "--out", "r.parquet", "--format", "scp",
                       "--format-out", "data"], capsys)
     assert code == 2 and "data: --format-out is a folder that holds the input data/pairs.jsonl" in err
-    assert _tree(world.parent) == before and fake_score.calls == 0
+    assert tree_state(world.parent) == before and fake_score.calls == 0
 
 
 def test_scp_format_out_on_a_foreign_folder_deletes_nothing_even_with_overwrite(world, fake_score, capsys):
-    before = _tree(world.parent)
+    before = tree_state(world.parent)
     code, err = _run(["score", "reward", "data/pairs.jsonl", "--out", "r.parquet", "--format", "scp",
                       "--format-out", "foreign", "--overwrite"], capsys)
     assert code == 2 and "foreign: --format-out is a folder that sdscore did not write" in err
-    assert _tree(world.parent) == before and fake_score.calls == 0
+    assert tree_state(world.parent) == before and fake_score.calls == 0
 
 
 def test_default_jsonl_destination_never_overwrites_a_pairs_jsonl_manifest(world, fake_score, capsys):
-    before = _tree(world.parent)
+    before = tree_state(world.parent)
     code, err = _run(["score", "reward", "data/pairs.jsonl", "--out", "data/pairs.parquet", "--format", "jsonl"],
                      capsys)
     assert code == 2 and "data/pairs.jsonl: --format-out is the input data/pairs.jsonl" in err
-    assert _tree(world.parent) == before and fake_score.calls == 0
+    assert tree_state(world.parent) == before and fake_score.calls == 0
 
 
 @pytest.mark.parametrize(("target", "message"), [
@@ -274,11 +259,11 @@ def test_default_jsonl_destination_never_overwrites_a_pairs_jsonl_manifest(world
     ("r.parquet.parts", "r.parquet.parts: --format-out is the same path as --out's shard folder"),
 ])
 def test_format_out_on_the_manifest_or_the_results_is_refused(world, fake_score, capsys, target, message):
-    before = _tree(world.parent)
+    before = tree_state(world.parent)
     code, err = _run(["score", "reward", "data/pairs.jsonl", "--out", "r.parquet", "--format", "jsonl",
                       "--format-out", target], capsys)
     assert code == 2 and message in err
-    assert _tree(world.parent) == before and fake_score.calls == 0
+    assert tree_state(world.parent) == before and fake_score.calls == 0
 
 
 def test_format_out_is_checked_before_scoring(world, fake_score, capsys):
@@ -313,18 +298,18 @@ def test_scp_folder_written_replaced_with_overwrite_and_never_over_foreign_files
     assert code == 0, err
     scp = world / "out" / "r_scp"
     assert read_marker(scp)["files"] == sorted(p.name for p in scp.glob("*.scp")) and (scp / "chosen_reward.scp").exists()
-    before = _tree(world.parent)
+    before = tree_state(world.parent)
     code, err = _run(argv, capsys)  # a second run: --out exists
-    assert code == 2 and "out/r.parquet: --out exists; pass --overwrite" in err and _tree(world.parent) == before
+    assert code == 2 and "out/r.parquet: --out exists; pass --overwrite" in err and tree_state(world.parent) == before
     (world / "out" / "r.parquet").unlink()
     code, err = _run(argv, capsys)  # the scp folder from the earlier run, checked before scoring
     assert code == 2 and "out/r_scp: --format-out exists (an earlier sdscore output); pass --overwrite" in err
     assert not (world / "out" / "r.parquet").exists()
     (scp / "notes.txt").write_text("the user's\n")
-    before = _tree(world.parent)
+    before = tree_state(world.parent)
     code, err = _run(argv + ["--overwrite"], capsys)
     assert code == 2 and "holds 1 file(s) sdscore did not write there (e.g. notes.txt)" in err
-    assert _tree(world.parent) == before
+    assert tree_state(world.parent) == before
     (scp / "notes.txt").unlink()
     code, err = _run(argv + ["--overwrite"], capsys)
     assert code == 0, err
@@ -333,11 +318,11 @@ def test_scp_folder_written_replaced_with_overwrite_and_never_over_foreign_files
 
 
 def test_real_scoring_refuses_the_manifests_folder_for_scp_before_scoring(world, capsys):
-    before = _tree(world.parent)
+    before = tree_state(world.parent)
     code, err = _run(["score", "reward", "data/pairs.jsonl", "--out", "data/r.parquet", "--format", "scp",
                       "--format-out", "data"], capsys)
     assert code == 2 and "holds the input" in err
-    assert _tree(world.parent) == before
+    assert tree_state(world.parent) == before
 
 
 # --- the policy itself ----------------------------------------------------------------------------------
