@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -59,13 +60,9 @@ def serve_process(options: Sequence[str], env: dict[str, str] | None = None) -> 
 
 
 @contextmanager
-def serve_app(app) -> Iterator[str]:
-    """`app` (sdscore.rl.server.create_app) on a loopback uvicorn server on a thread; yields its base URL."""
-    import threading
-
-    import uvicorn
-
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+def server_on_thread(server, join_s: float = 30.0) -> Iterator[None]:
+    """Run a uvicorn.Server on a daemon thread until the block ends (then should_exit, and up to
+    join_s for the thread); the test fails when it has not started within 30 s."""
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -74,7 +71,17 @@ def serve_app(app) -> Iterator[str]:
     if not server.started:
         pytest.fail("the in-process server did not start")
     try:
-        yield f"http://127.0.0.1:{server.config.port}"
+        yield
     finally:
         server.should_exit = True
-        thread.join(30)
+        thread.join(join_s)
+
+
+@contextmanager
+def serve_app(app) -> Iterator[str]:
+    """`app` (sdscore.rl.server.create_app) on a loopback uvicorn server on a thread; yields its base URL."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    with server_on_thread(server):
+        yield f"http://127.0.0.1:{server.config.port}"

@@ -20,7 +20,7 @@ from sdscore.rl.batcher import RewardBatcher
 from sdscore.rl.server import ServerLimits, create_app
 
 from rl_episodes import SR, compact_scorer, wav_bytes, wave
-from serve_process import free_port, start_serve
+from serve_process import free_port, server_on_thread, start_serve
 
 uvicorn = pytest.importorskip("uvicorn")
 pytest.importorskip("fastapi")
@@ -43,17 +43,8 @@ def clips():
 def running(app):
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="info", access_log=True))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 20
-    while not server.started and time.time() < deadline:
-        time.sleep(0.01)
-    assert server.started, "server did not start"
-    try:
+    with server_on_thread(server, join_s=20):
         yield f"http://127.0.0.1:{port}", server
-    finally:
-        server.should_exit = True
-        thread.join(20)
 
 
 def _wait_until(condition, what: str) -> None:

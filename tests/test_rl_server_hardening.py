@@ -28,7 +28,7 @@ from sdscore.rl.bounded_json import JSONBodyError, json_depth, loads_bounded
 from sdscore.rl.server import ServerConfigError, ServerLimits, create_app, server_config
 
 from rl_episodes import compact_scorer, wav_bytes, wave
-from serve_process import free_port, start_serve
+from serve_process import free_port, server_on_thread, start_serve
 
 uvicorn = pytest.importorskip("uvicorn")
 pytest.importorskip("fastapi")
@@ -48,17 +48,8 @@ def running(scorer, limits: ServerLimits = ServerLimits(), **batcher_options):
     port = free_port()
     server = uvicorn.Server(server_config(create_app(batcher, limits=limits), host="127.0.0.1", port=port,
                                           limits=limits, log_level="info"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 20
-    while not server.started and time.time() < deadline:
-        time.sleep(0.01)
-    assert server.started, "server did not start"
-    try:
+    with server_on_thread(server, join_s=SAFETY_S):
         yield port, server
-    finally:
-        server.should_exit = True
-        thread.join(SAFETY_S)
 
 
 def _post(port: int, path: str, body) -> httpx.Response:
