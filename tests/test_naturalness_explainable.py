@@ -518,3 +518,26 @@ def test_lda_baseline_fits_on_dev_and_scores_test_as_the_released_code():
     without = distributional_metrics(_rows(), ["human", "fast"], "human")[0]["fast"]["lda_baseline"]
     assert without == {"value": None, "reason": "needs dev and test rows (the results' split column) of both "
                                                 "'human' and 'fast'"}
+
+
+@pytest.mark.parametrize("column", ["answer_duration_s", "f0_max"])
+def test_values_too_large_to_summarise_are_null_with_the_reason_and_metrics_stay_json(column):
+    """One 1e308 in a results column overflowed a std (Table III's duration, the explainable features,
+    pitch variation) to inf, and eval failed writing METRICS.json ('Out of range float values are not JSON
+    compliant', naming nothing); now those records are null with the reason, the other systems kept."""
+    import json
+    import re
+
+    from sdscore.protocols.naturalness.evaluate import evaluate_naturalness
+
+    frame = _rows().with_columns(pl.when(pl.col("item_id") == "human-1").then(pl.lit(1e308))
+                                 .otherwise(pl.col(column)).alias(column))
+    metrics = evaluate_naturalness(frame)
+    json.dumps(metrics, allow_nan=False)
+    human = metrics["systems"]["human"]
+    record = human["answer_duration_s"] if column == "answer_duration_s" else human["pitch_variation"]
+    assert record["value"] is None and re.search(r"too large to (summarise|compute with)", record["reason"])
+    if column == "answer_duration_s":
+        feature = human["explainable_features"]["features"]["tmp_duration_s"]
+        assert feature["value"] is None and "largest |value| 1e+308" in feature["reason"]
+    assert metrics["systems"]["fast"]["answer_duration_s"]["value"] is not None

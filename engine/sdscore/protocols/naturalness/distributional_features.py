@@ -31,6 +31,7 @@ the mean P(reference) over the features (their average_naturalness_score).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -115,8 +116,12 @@ def _summary(values: np.ndarray) -> dict:
     finite = values[np.isfinite(values)]
     if finite.size == 0:
         return {"value": None, "n": 0, "reason": "no answer has a value"}
-    return {"value": float(finite.mean()), "n": int(finite.size),
-            "std": float(finite.std(ddof=1)) if finite.size > 1 else None}
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean, std = float(finite.mean()), float(finite.std(ddof=1)) if finite.size > 1 else None
+    if not all(math.isfinite(v) for v in (mean, std) if v is not None):
+        return {"value": None, "n": 0, "reason": f"the values are too large to summarise (the mean or std overflows; "
+                                                 f"largest |value| {float(np.abs(finite).max()):g})"}
+    return {"value": mean, "n": int(finite.size), "std": std}
 
 
 def usable_features(matrix: np.ndarray, systems: np.ndarray, names: Sequence[str]) -> tuple[list[int], dict]:

@@ -40,6 +40,7 @@ signed-rank; and Friedman's test over every system with values, on the questions
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -101,7 +102,11 @@ def _record(value, n: int, **extra) -> dict:
 def _mean_record(values: pl.Series, scale: float = 1.0, **extra) -> dict:
     """The mean of finite values (times scale) with their sample std (ddof 1; None for one value)."""
     std = float(values.std(ddof=1)) * scale if values.len() > 1 else None
-    return _record(values.mean() * scale, values.len(), std=std, **extra)
+    mean = float(values.mean()) * scale
+    if not all(math.isfinite(v) for v in (mean, std) if v is not None):
+        return {"value": None, "n": 0, **extra, "reason": f"{values.name}: the values are too large to summarise (the "
+                f"mean or std overflows; largest |value| {float(values.abs().max()):g})"}
+    return _record(mean, values.len(), std=std, **extra)
 
 
 class _System:
@@ -228,9 +233,14 @@ def _dialect(system: _System) -> dict:
 def _guarded(metric, args: tuple, n: int, **extra) -> dict:
     """metric(*args) as a record, or null with the metric's own ValueError as the reason."""
     try:
-        return _record(metric(*args), n, **extra)
+        with np.errstate(over="ignore", invalid="ignore"):
+            value = metric(*args)
     except ValueError as error:
         return {"value": None, "n": n, "reason": str(error), **extra}
+    if not math.isfinite(value):
+        return {"value": None, "n": n, "reason": f"{getattr(metric, '__name__', 'the metric')} is {value} (its inputs "
+                f"hold values too large to compute with)", **extra}
+    return _record(value, n, **extra)
 
 
 def _avd(system: _System) -> dict:
