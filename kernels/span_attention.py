@@ -5,8 +5,9 @@ every position, as a Linear(d, 3d) output viewed) and lets row b's positions
 [starts[b], starts[b] + lengths[b]) attend to each other only (bidirectional, scale 1/sqrt(D)).
 It returns `[B, L, H, D]`, zeros outside the spans; a zero-length span gives no output rows.
 
-`impl="auto"` runs the compiled core (`sdscore._core.span_attention`: an AVX2 kernel for head
-sizes 8/16/32/64, portable loops otherwise; fp32; threads over (row, head)) for CPU float32
+`impl="auto"` runs the compiled core (`sdscore._core.span_attention`: an AVX-512 kernel for head
+sizes 16/32/64 where the CPU has it, AVX2 for 8/16/32/64, portable loops otherwise; fp32; threads
+over (row, head)) for CPU float32
 tensors that need no gradient, and the torch reference (one SDPA per row) otherwise;
 `impl="core"` insists on the compiled kernel, `impl="torch"` always runs the reference. At head
 size 16 the core kernel is ~2x torch's CPU flash attention on the same padded batch

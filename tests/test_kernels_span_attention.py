@@ -31,7 +31,7 @@ def test_core_matches_the_reference_on_ragged_spans(d, left):
     ref = span_attention_reference(qkv, starts, lengths)
     got = span_attention(qkv, starts, lengths, impl="core", num_threads=2)
     torch.testing.assert_close(got, ref, atol=2e-6, rtol=1e-5)
-    assert _core.span_attention_isa(d) in ("avx2+fma", "generic")
+    assert _core.span_attention_isa(d) in ("avx512f", "avx2+fma", "generic")
 
 
 def test_spans_in_the_middle_and_zero_outside():
@@ -111,3 +111,25 @@ def test_portable_loops_agree_with_the_vector_kernel(tmp_path):
     assert out.stdout.strip() == "generic"
     generic = torch.from_numpy(np.load(tmp_path / "out.npy"))
     torch.testing.assert_close(generic, span_attention(qkv, starts, lengths, impl="core"), atol=2e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("d", [16, 32, 64])
+def test_the_avx2_kernel_agrees_with_the_avx512_one(tmp_path, d):
+    """SDSCORE_DISABLE_AVX512=1 keeps the 8-lane kernel on an AVX-512 CPU; both give the same
+    attention (the same exp polynomial per lane; sums in another order). Spans of 0-37 keys cover
+    the 16- and 32-key blocks' partial last blocks."""
+    qkv, starts, lengths = ragged(6, 37, 2, d, seed=11, left=True)
+    np.save(tmp_path / "qkv.npy", qkv.numpy())
+    code = (
+        "import sys, numpy as np; from sdscore import _core; "
+        f"q = np.load(sys.argv[1] + '/qkv.npy'); print(_core.span_attention_isa({d})); "
+        f"np.save(sys.argv[1] + '/out.npy', _core.span_attention(q, np.array({starts.tolist()}), "
+        f"np.array({lengths.tolist()}), {d ** -0.5}, 2))"
+    )
+    env = dict(os.environ, SDSCORE_DISABLE_AVX512="1")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env, check=True, capture_output=True,
+                         text=True, timeout=120)
+    assert out.stdout.strip() in ("avx2+fma", "generic")
+    eight_lanes = torch.from_numpy(np.load(tmp_path / "out.npy"))
+    torch.testing.assert_close(eight_lanes, span_attention(qkv, starts, lengths, impl="core"), atol=2e-6, rtol=1e-5)
+    torch.testing.assert_close(eight_lanes, span_attention_reference(qkv, starts, lengths), atol=2e-6, rtol=1e-5)

@@ -64,7 +64,8 @@ void bind_ops(py::module_& m) {
         "Bidirectional softmax attention within each row's span of a padded batch: qkv float32 "
         "[B, L, 3, H, D] (contiguous), row b attending among positions [starts[b], starts[b] + "
         "lengths[b]). Returns float32 [B, L, H, D], zero outside the spans. fp32 throughout; "
-        "AVX2 kernel for D in {8, 16, 32, 64}, portable loops otherwise.");
+        "AVX-512 kernel for D in {16, 32, 64} where the CPU has it (SDSCORE_DISABLE_AVX512=1: AVX2), "
+        "AVX2 for D in {8, 16, 32, 64}, portable loops otherwise.");
   m.def("gelu_", [](py::array_t<float> x, std::optional<py::array_t<float>> bias, int64_t num_threads) {
           if (!(x.flags() & py::array::c_style) || !x.writeable()) {
             throw std::invalid_argument("gelu_: x must be a writable, C-contiguous float32 array");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -158,10 +159,138 @@ SDSCORE_TARGET_AVX2 void head_avx2(const Problem& p, size_t b, size_t h, size_t 
 }
 #endif
 
+#ifdef SDSCORE_HAVE_AVX2_KERNELS
+#define SDSCORE_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
+// GCC 12 flags the _mm512_undefined_ps() inside its own _mm512_max_ps as "may be used
+// uninitialized" (a false positive of the intrinsics header; as in rnn/lstm.cpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// exp256 on 16 lanes (the same polynomial and steps, so each lane's value is the same).
+SDSCORE_TARGET_AVX512 inline __m512 exp512(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 fx = _mm512_roundscale_ps(
+      _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
+      _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+  const __m512i n = _mm512_slli_epi32(
+      _mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
+}
+
+// The lanes of a 16-key block at keys [j, j + 16) that are real keys (j + lane < n).
+inline __mmask16 valid_keys(size_t j, size_t n) {
+  if (j >= n) return 0;
+  const size_t left = n - j;
+  return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+}
+
+// head_avx2 on 16-lane vectors: keys scored 32 at a time (two registers), NV = D / 16 registers
+// per query's weighted sum.
+template <int NV, int R>
+SDSCORE_TARGET_AVX512 void head_avx512(const Problem& p, size_t b, size_t h, size_t start, size_t n,
+                                       std::vector<float>& scratch) {
+  constexpr size_t D = 16 * NV;
+  const size_t m = (n + 31) & ~size_t(31);  // keys are scored 32 at a time
+  scratch.resize(D * m + n * D + R * m);
+  float* kt = scratch.data();
+  float* vg = kt + D * m;
+  float* s = vg + n * D;
+  std::fill(kt, kt + D * m, 0.0f);
+  for (size_t j = 0; j < n; ++j) {
+    const float* k = p.k(b, start + j, h);
+    for (size_t d = 0; d < D; ++d) kt[d * m + j] = k[d];
+    std::memcpy(vg + j * D, p.v(b, start + j, h), D * sizeof(float));
+  }
+  const __m512 scale = _mm512_set1_ps(p.scale);
+  const __m512 none = _mm512_set1_ps(-INFINITY);
+  for (size_t i0 = 0; i0 < n; i0 += R) {
+    const float* q[R];
+    for (int r = 0; r < R; ++r) q[r] = p.q(b, start + std::min(i0 + r, n - 1), h);
+    __m512 peak[R];
+    for (int r = 0; r < R; ++r) peak[r] = none;
+    for (size_t j = 0; j < m; j += 32) {
+      __m512 lo[R], hi[R];
+      for (int r = 0; r < R; ++r) lo[r] = hi[r] = _mm512_setzero_ps();
+      for (size_t d = 0; d < D; ++d) {
+        const __m512 k0 = _mm512_loadu_ps(kt + d * m + j), k1 = _mm512_loadu_ps(kt + d * m + j + 16);
+        for (int r = 0; r < R; ++r) {
+          const __m512 qd = _mm512_set1_ps(q[r][d]);
+          lo[r] = _mm512_fmadd_ps(qd, k0, lo[r]);
+          hi[r] = _mm512_fmadd_ps(qd, k1, hi[r]);
+        }
+      }
+      const __mmask16 valid_lo = valid_keys(j, n), valid_hi = valid_keys(j + 16, n);
+      for (int r = 0; r < R; ++r) {
+        const __m512 s0 = _mm512_mask_blend_ps(valid_lo, none, _mm512_mul_ps(lo[r], scale));
+        const __m512 s1 = _mm512_mask_blend_ps(valid_hi, none, _mm512_mul_ps(hi[r], scale));
+        _mm512_storeu_ps(s + r * m + j, s0);
+        _mm512_storeu_ps(s + r * m + j + 16, s1);
+        peak[r] = _mm512_max_ps(peak[r], _mm512_max_ps(s0, s1));
+      }
+    }
+    float total[R];
+    for (int r = 0; r < R; ++r) {
+      const __m512 top = _mm512_set1_ps(_mm512_reduce_max_ps(peak[r]));
+      __m512 sum = _mm512_setzero_ps();
+      for (size_t j = 0; j < m; j += 16) {
+        const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(s + r * m + j), top));
+        _mm512_storeu_ps(s + r * m + j, e);
+        sum = _mm512_add_ps(sum, e);
+      }
+      total[r] = _mm512_reduce_add_ps(sum);
+    }
+    __m512 acc[R][NV];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_setzero_ps();
+    for (size_t j = 0; j < n; ++j) {
+      __m512 v[NV];
+      for (int c = 0; c < NV; ++c) v[c] = _mm512_loadu_ps(vg + j * D + 16 * c);
+      for (int r = 0; r < R; ++r) {
+        const __m512 w = _mm512_set1_ps(s[r * m + j]);
+        for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_fmadd_ps(w, v[c], acc[r][c]);
+      }
+    }
+    for (int r = 0; r < R && i0 + r < n; ++r) {
+      const __m512 inv = _mm512_set1_ps(1.0f / total[r]);
+      float* o = p.o(b, start + i0 + r, h);
+      for (int c = 0; c < NV; ++c) _mm512_storeu_ps(o + 16 * c, _mm512_mul_ps(acc[r][c], inv));
+    }
+  }
+}
+
+#pragma GCC diagnostic pop
+
+// SDSCORE_DISABLE_AVX512=1 keeps the AVX2 kernel on an AVX-512 CPU (as the FIR and LSTM kernels).
+bool span_avx512_allowed() {
+  const char* off = std::getenv("SDSCORE_DISABLE_AVX512");
+  if (off != nullptr && std::strcmp(off, "") != 0 && std::strcmp(off, "0") != 0) return false;
+  __builtin_cpu_init();
+  return use_avx2() && __builtin_cpu_supports("avx512f");
+}
+#endif
+
 using HeadFn = void (*)(const Problem&, size_t, size_t, size_t, size_t, std::vector<float>&);
 
 HeadFn pick(size_t D) {
 #ifdef SDSCORE_HAVE_AVX2_KERNELS
+  static const bool avx512 = span_avx512_allowed();
+  if (avx512) {
+    switch (D) {
+      case 16: return head_avx512<1, 4>;
+      case 32: return head_avx512<2, 4>;
+      case 64: return head_avx512<4, 2>;
+      default: break;
+    }
+  }
   if (use_avx2()) {
     switch (D) {
       case 8: return head_avx2<1, 4>;
@@ -177,7 +306,13 @@ HeadFn pick(size_t D) {
 
 }  // namespace
 
-const char* span_attention_isa(size_t D) { return pick(D) ? "avx2+fma" : "generic"; }
+const char* span_attention_isa(size_t D) {
+  const HeadFn f = pick(D);
+#ifdef SDSCORE_HAVE_AVX2_KERNELS
+  if (f == head_avx512<1, 4> || f == head_avx512<2, 4> || f == head_avx512<4, 2>) return "avx512f";
+#endif
+  return f ? "avx2+fma" : "generic";
+}
 
 void span_attention(const float* qkv, size_t B, size_t L, size_t H, size_t D,
                     const int64_t* starts, const int64_t* lengths, float scale, float* out,
