@@ -173,11 +173,11 @@ def _check(argv, code, stderr, out: Path, expected_rows: int | None, what: str):
 
 
 @pytest.fixture(scope="module")
-def feature_cache(tmp_path_factory):
-    """One content cache (GE2E embeddings, blueprints) for this module's score runs: a clip's features
-    are computed once here, whichever run meets it first; every corrupted clip is new content, so
-    each case still computes what it corrupted."""
-    return tmp_path_factory.mktemp("fuzz-cache")
+def feature_cache(tiny_feature_cache):
+    """The session's content cache of the tiny corpus (GE2E embeddings, blueprints) for this module's
+    score runs: a clip's features are computed once, whichever run meets it first; every corrupted
+    clip is new content, so each case still computes what it corrupted."""
+    return tiny_feature_cache
 
 
 @pytest.mark.parametrize("protocol", list(SCORE))
