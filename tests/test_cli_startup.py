@@ -107,6 +107,16 @@ def test_score_reward_imports_only_its_protocol(scored_reward):
     assert _loaded(modules, _other_protocols("reward") + EVAL_ONLY + ("torch._dynamo",)) == []
 
 
+def test_score_consistency_imports_only_its_protocol_and_no_librosa(tiny_corpus, tmp_path):
+    """GE2E's mel filters come from sdscore.models.log_mel (equal to librosa's within 1e-6), so scoring
+    loads neither librosa nor, through it, numba and scipy.stats."""
+    out = tmp_path / "consistency.parquet"
+    code, modules = _run_verb(["score", "consistency", str(tiny_corpus / "consistency.parquet"), "--out", str(out)])
+    assert code == 0 and out.is_file()
+    assert "sdscore.protocols.consistency" in modules and "torch" in modules
+    assert _loaded(modules, _other_protocols("consistency") + EVAL_ONLY + ("librosa", "numba")) == []
+
+
 def test_eval_reward_imports_no_torch_and_no_other_protocol(scored_reward, tmp_path):
     results, _ = scored_reward
     code, modules = _run_verb(["eval", "reward", str(results), "--out", str(tmp_path / "metrics.json")])

@@ -29,6 +29,7 @@ from sdscore.errors import MissingDependencyError, ModelError
 from sdscore.features.cache import hash_file
 from sdscore._native import core
 from sdscore.features.speaker.forward_pool import ForwardPool
+from sdscore.models.log_mel import mel_filterbank
 from sdscore.runtime.compute_budget import cores
 
 SAMPLE_RATE = 16000
@@ -203,10 +204,10 @@ class Ge2eEncoder:
     def _mel(self, wav: np.ndarray) -> torch.Tensor:
         """Mel power frames [T, 40] of wav [S], as resemblyzer.audio.wav_to_mel_spectrogram."""
         if self._mel_basis is None:
-            import librosa  # a resemblyzer dependency; imported only when first needed
-
-            basis = librosa.filters.mel(sr=SAMPLE_RATE, n_fft=MEL_WINDOW, n_mels=MEL_CHANNELS)
-            self._mel_basis = torch.from_numpy(basis)
+            # librosa.filters.mel's Slaney filters (resemblyzer's), without importing librosa -> numba ->
+            # scipy.stats into every `score consistency` (equal within 1e-6: test_mel_filterbank_matches_librosa)
+            basis = mel_filterbank(SAMPLE_RATE, MEL_WINDOW, MEL_CHANNELS)
+            self._mel_basis = torch.from_numpy(np.array(basis, dtype=np.float32))
         spec = torch.stft(
             torch.from_numpy(wav), MEL_WINDOW, MEL_HOP, window=self._window,
             center=True, pad_mode="constant", return_complex=True,
