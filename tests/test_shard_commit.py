@@ -4,11 +4,14 @@ attempts deleted, reports that do not fit refused. The Ray side is tests/test_ra
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import polars as pl
 import pytest
 
+from fifo_guard import unblocking
 from sdscore.errors import SdscoreError
 from sdscore.runtime.shard_sink import ShardSink, WrittenShard, is_attempt
 from sdscore.runtime.sharded_output import RUN_FILE, ShardedOutput
@@ -122,6 +125,13 @@ def test_a_run_that_cannot_list_itself_says_where_before_any_worker_writes(tmp_p
     (output.parts / "attempt-runs.json").mkdir()  # a folder where the list of runs goes
     with pytest.raises(SdscoreError, match=r"attempt-runs\.json: could not list this run before its workers write"):
         output.sink()
+    (output.parts / "attempt-runs.json").rmdir()
+    os.mkfifo(output.parts / "attempt-runs.json")  # a FIFO: never read (it would block), never replaced
+    with unblocking(output.parts / "attempt-runs.json"):  # a read blocked on the FIFO fails instead of hanging
+        again = _output(tmp_path)
+        with pytest.raises(SdscoreError, match=r"attempt-runs\.json: could not list this run .*not a regular file"):
+            again.sink()
+    assert stat.S_ISFIFO(os.stat(output.parts / "attempt-runs.json").st_mode)
 
 
 def test_a_file_where_the_parts_folder_goes_is_refused_and_kept(tmp_path):

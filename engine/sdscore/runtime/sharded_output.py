@@ -162,13 +162,18 @@ class ShardedOutput:
 
     def _attempt_runs(self) -> set[str]:
         """The runs listed in the parts folder as writers of attempts (none when the list is absent or unreadable)."""
+        path = self._runs_file()
+        if not path.is_file():  # absent, or not a file sdscore wrote (a FIFO would block the read)
+            return set()
         try:
-            return _run_tokens(self._runs_file().read_bytes())
+            return _run_tokens(path.read_bytes())
         except OSError:
             return set()
 
     def _write_attempt_runs(self, runs: set[str]) -> None:
         """Write the list of runs (deleting it when none is left)."""
+        if self._runs_file().exists() and not self._runs_file().is_file():  # never replaced: sdscore did not make it
+            raise OSError(f"{self._runs_file()} is not a regular file")
         if runs:
             self.parts.mkdir(parents=True, exist_ok=True)
             write_json(self._runs_file(), {"runs": sorted(runs)})
