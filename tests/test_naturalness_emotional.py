@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
+from fifo_guard import unblocking
 from sdscore.errors import ModelError
 from sdscore.metrics.naturalness import friedman_statistic
 from sdscore.protocols.naturalness.emotional_naturalness import (
@@ -166,7 +167,6 @@ def test_hostile_predictor_folders_are_clear_errors(predictor_dir, tmp_path):
     of the wrong type, NaN weights: one ModelError naming the file (was: a hang, tracebacks, NaN scores)."""
     import os
     import shutil
-    import signal
     from pathlib import Path
 
     from safetensors.numpy import load_file, save_file
@@ -178,16 +178,9 @@ def test_hostile_predictor_folders_are_clear_errors(predictor_dir, tmp_path):
     fifo = copy("fifo")
     (fifo / CONFIG_FILE).unlink()
     os.mkfifo(fifo / CONFIG_FILE)
-    def hung(*_):
-        raise TimeoutError("Predictor blocked on the FIFO")
-
-    signal.signal(signal.SIGALRM, hung)
-    signal.alarm(30)  # a reader blocked on the FIFO fails the test instead of hanging the suite
-    try:
+    with unblocking(fifo / CONFIG_FILE):  # a reader blocked on the FIFO fails the test instead of hanging
         with pytest.raises(ModelError, match=r"fifo/config\.json: not a regular file \(a FIFO"):
             Predictor(fifo)
-    finally:
-        signal.alarm(0)
     deep = copy("deep")
     (deep / CONFIG_FILE).write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ModelError, match=r"deep/config\.json: not readable JSON: nested too deeply"):
