@@ -71,7 +71,8 @@ class ObjectShardedOutput(ShardedOutput):
 
     def _open(self, resume: bool) -> None:
         listing = self._listing()
-        present = set() if self._only_attempts(list(listing)) else listing  # listed runs' attempts alone: no run to resume
+        # listed runs' attempts alone: no run to resume
+        present = set() if self._only_attempts(list(listing)) else listing
         if present and RUN_FILE not in present:
             raise _foreign(self.parts, list(present))
         if present and not resume:

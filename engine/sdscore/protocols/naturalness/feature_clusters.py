@@ -39,7 +39,8 @@ def zscore_parameters(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     for j in range(matrix.shape[1]):
         values = matrix[np.isfinite(matrix[:, j]), j]
         if values.size >= 2:
-            with np.errstate(over="ignore", invalid="ignore"):  # values near float's limit: inf, left out by fit_clusters
+            # values near float's limit give inf, which fit_clusters leaves out
+            with np.errstate(over="ignore", invalid="ignore"):
                 means[j], stds[j] = values.mean(), values.std(ddof=1)
     return means, stds
 
