@@ -318,6 +318,17 @@ def test_bad_conversations_tables_are_refused(tmp_path, frame, match):
         read_conversations(path)
 
 
+def test_a_conversations_table_that_names_no_conversation_of_the_corpus_is_refused(corpus, tmp_path):
+    """Ids spelled otherwise (here without the V_S_I key's zeros) matched nothing, and every dialogue
+    silently lacked its relationship and prompt."""
+    table = tmp_path / "conversations.csv"
+    pl.DataFrame({"conversation_id": ["V0_S1_I1", "V1_S2_I5"], "relationship": ["friends", "strangers"]}).write_csv(table)
+    with pytest.raises(ManifestError, match=r"conversations\.csv: none of its 2 conversation_id values is a "
+                                            r"conversation of .*seamless_interaction \(it has e\.g\. 'V0_S1_I1'; "
+                                            r"the corpus 'V00_S0001_I00000001'\)"):
+        select_dialogues(corpus, tmp_path / "out", conversations=table)
+    assert not (tmp_path / "out").exists()
+
 def _fifo(path: Path) -> None:
     path.unlink()
     os.mkfifo(path)

@@ -196,10 +196,15 @@ def read_conversations(path: str | os.PathLike) -> dict[str, dict[str, str]]:
 
 def with_conversations(table: SegmentTable, info: dict[str, dict[str, str]], source: str) -> SegmentTable:
     """The table with a conversations table's values added to its conversations; a conversation whose
-    segments table says otherwise gets a problem (and is skipped)."""
+    segments table says otherwise gets a problem (and is skipped). ManifestError when the table names
+    none of the conversations read (its ids spelled otherwise: every dialogue would silently lack them)."""
     merged = {c: dict(v) for c, v in table.conversations.items()}
     problems = list(table.problems)
-    for conversation in {s.conversation_id for s in table.segments} | set(merged):
+    known = {s.conversation_id for s in table.segments} | set(merged)
+    if info and known and not known & set(info):
+        raise ManifestError(f"{source}: none of its {len(info)} conversation_id values is a conversation of "
+                            f"{table.source} (it has e.g. {sorted(info)[0]!r}; the corpus {sorted(known)[0]!r})")
+    for conversation in known:
         for column, value in info.get(conversation, {}).items():
             seen = merged.setdefault(conversation, {}).setdefault(column, value)
             if seen != value:
