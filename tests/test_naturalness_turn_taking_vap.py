@@ -325,12 +325,16 @@ def test_the_models_see_15_s_before_the_answer_window(tmp_path):
     assert got == pytest.approx(F.cross_entropy(logits[750:770], labels).item(), rel=1e-5)
 
 
-def test_hostile_state_dicts_are_clear_errors():
+def test_hostile_state_dicts_are_clear_errors(tmp_path):
     """Values that are not tensors, 0-d or empty size tensors and NaN weights: one ModelError naming the
     entry (was: AttributeError / IndexError / ZeroDivisionError tracebacks, and NaN surprisals)."""
     sd = tiny_vap().state_dict()
     with pytest.raises(ModelError, match=r"x\.pt: not a VAP state dict \(entry 'vap_head\.weight' holds a int"):
         build_from_state_dict({**sd, "vap_head.weight": 5}, "x.pt")
+    (tmp_path / "junk.pt").write_bytes(b"junk\n")  # was: "cannot read a state dict (KeyError: 174812789)"
+    with pytest.raises(ModelError, match=r"junk\.pt: cannot read a state dict: not a file torch\.save wrote \(it "
+                                         r"starts with b'junk';"):
+        load_state_dict_file(tmp_path / "junk.pt")
     with pytest.raises(ModelError, match=r"entry 5 holds a Tensor"):
         build_from_state_dict({**sd, 5: torch.zeros(1)})
     with pytest.raises(ModelError, match=r"has no dimension \(a 0-d tensor\)"):

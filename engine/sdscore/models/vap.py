@@ -362,6 +362,14 @@ def load_state_dict_file(path: str | Path) -> VAP:
     """A VAP from one state-dict file (tensors only: torch.load with weights_only)."""
     path = Path(path)
     try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+    except OSError as error:
+        raise ModelError(f"{path}: cannot read a state dict ({error.strerror or error})") from None
+    if not head.startswith((b"PK\x03\x04", b"\x80")):  # torch.save's zip archive, or its legacy pickle
+        raise ModelError(f"{path}: cannot read a state dict: not a file torch.save wrote (it starts with {head!r}; "
+                         "a VAP state dict is the authors' VAP_state_dict.pt)")
+    try:
         sd = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - torch reports a bad file with many error types
         raise ModelError(f"{path}: cannot read a state dict ({type(error).__name__}: {str(error)[:200]})") from None
