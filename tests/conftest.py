@@ -18,6 +18,43 @@ import torch  # noqa: E402
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT") and not os.environ.get("SDSCORE_CORES", "").strip():
+    # under pytest-xdist (`pytest -n N`) each worker process is one of N sharing the machine: it gets
+    # its share of the cores as its compute budget (what a pool's parent gives its workers), so N
+    # workers do not each size their pools and threads to the whole machine. Tests of the budget
+    # itself clear SDSCORE_CORES (test_compute_budget.py's `machine`, test_parent_watch.py).
+    from sdscore.runtime.compute_budget import CORES_ENV, machine_cores  # noqa: E402
+
+    os.environ[CORES_ENV] = str(max(1, machine_cores() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """`pytest -n N --dist loadgroup` sends the tests of one xdist_group (the Ray tests: "ray") to one worker:
+    pytest-xdist's worker marks them by appending "@<group>" to their node ids, which it does by setting
+    item._nodeid; since pytest keeps a node id as item._id (a NodeId), that no longer changes the id, and
+    the tests of a group were spread over the workers. The same suffix is set here where it is missing."""
+    if not config.getoption("loadgroup", default=False):
+        return
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                        for mark in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(names)
+        if names and not item.nodeid.endswith(suffix):
+            item._id = NodeId.parse(item.nodeid + suffix)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_sdscore_cache(tmp_path_factory):
+    """The session's SDSCORE_CACHE_DIR (embedded audio, WebDataset members, remote manifests): a folder
+    of its own, so no test writes into the user's ~/.cache/sdscore and parallel test processes
+    (pytest-xdist workers) never extract into the same files at once; tests of a cache set their own."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SDSCORE_CACHE_DIR", str(tmp_path_factory.mktemp("sdscore-cache")))
+        yield
+
 
 @pytest.fixture(scope="session")
 def tiny_corpus_build(tmp_path_factory):

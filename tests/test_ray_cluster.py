@@ -49,7 +49,8 @@ from sdscore.runtime.sharded_output import ShardedOutput  # noqa: E402
 
 SR = 16000
 N_ROWS, BAD_EVERY = 24, 9
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context"),
+              pytest.mark.xdist_group("ray")]  # Ray: one xdist worker (--dist loadgroup)
 #: GCS marks a node dead after 3 missed health checks of 0.5 s (default: 5 of 3 s)
 FAST_HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 3, "health_check_timeout_ms": 500}
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("ray")
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"),
+              pytest.mark.xdist_group("ray")]  # Ray: one xdist worker (--dist loadgroup)
 
 #: the test's cluster and the driver that joins it skip Ray's token authentication (loopback only)
 NO_TOKEN = {"RAY_AUTH_MODE": "disabled"}

@@ -19,7 +19,8 @@ from sdscore.runtime.executors.ray_data import RayExecutor  # noqa: E402
 from sdscore.runtime.manifest_windows import ManifestWindows  # noqa: E402
 from sdscore.runtime.scorer import ScoringJob  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context"),
+              pytest.mark.xdist_group("ray")]  # Ray: one xdist worker (--dist loadgroup)
 
 
 @pytest.fixture

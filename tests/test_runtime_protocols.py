@@ -116,6 +116,7 @@ def _interrupt_after(monkeypatch, protocol, windows):
     return calls
 
 
+@pytest.mark.xdist_group("ray")  # starts Ray: with the other Ray tests on one pytest-xdist worker
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))
 def test_end_to_end_bad_rows_cap_interrupt_resume_and_executors(protocol, manifests, tmp_path, monkeypatch, capsys,
                                                                 ray_after):

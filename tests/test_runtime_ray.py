@@ -35,7 +35,8 @@ from runtime_toy_scorer import FailingScorer, ShortScorer, ToyScorer, write_aren
 
 N_ROWS, BAD_EVERY = 50, 9
 # Ray Data's own DataContext() sets options it has deprecated
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context"),
+              pytest.mark.xdist_group("ray")]  # Ray: one xdist worker (--dist loadgroup)
 
 
 @pytest.fixture(scope="module")
