@@ -33,7 +33,8 @@ def pytest_collection_modifyitems(config, items):
     """`pytest -n N --dist loadgroup` sends the tests of one xdist_group (the Ray tests: "ray") to one worker:
     pytest-xdist's worker marks them by appending "@<group>" to their node ids, which it does by setting
     item._nodeid; since pytest keeps a node id as item._id (a NodeId), that no longer changes the id, and
-    the tests of a group were spread over the workers. The same suffix is set here where it is missing."""
+    the tests of a group were spread over the workers (pytest-dev/pytest-xdist#1386, fix pending in #1388).
+    The same suffix is set here where it is missing."""
     if not config.getoption("loadgroup", default=False):
         return
     from _pytest.nodeid import NodeId

@@ -318,6 +318,7 @@ def test_a_killed_worker_costs_one_batch_its_pool_not_the_run():
     in-process by extract(), and the next batch gets a fresh pool."""
     import os
     import signal
+    import time
 
     from sdscore.features.extract import extract
     from sdscore.features.process_extractor import ProcessExtractor
@@ -328,6 +329,10 @@ def test_a_killed_worker_costs_one_batch_its_pool_not_the_run():
         expected = extract([ex], batch)
         for pid in list(ex._pool._processes):
             os.kill(pid, signal.SIGKILL)
+        for _ in range(600):  # until the pool has seen its workers die: then its submit raises too
+            if ex._pool._broken:
+                break
+            time.sleep(0.05)
         from polars.testing import assert_frame_equal
 
         assert_frame_equal(extract([ex], batch), expected)  # redone in-process, item by item

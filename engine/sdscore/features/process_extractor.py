@@ -124,12 +124,12 @@ class ProcessExtractor:
             return run_all(self.local, batch, inputs)
         parts = balanced_parts([int(n) for n in batch.lengths], self.jobs)
         pool = self._executor()
-        futures = [
-            pool.submit(_run_part, [np.asarray(batch[i]) for i in part], [batch.errors[i] for i in part],
-                        batch.sample_rate, {c: [v[i] for i in part] for c, v in inputs.items()})
-            for part in parts
-        ]
-        try:
+        try:  # submit raises it too once the pool has seen a worker die (a kill between two batches)
+            futures = [
+                pool.submit(_run_part, [np.asarray(batch[i]) for i in part], [batch.errors[i] for i in part],
+                            batch.sample_rate, {c: [v[i] for i in part] for c, v in inputs.items()})
+                for part in parts
+            ]
             results = [f.result() for f in futures]
         except BrokenProcessPool:
             # a worker died (killed, out of memory): the next batch starts a fresh pool, and this
