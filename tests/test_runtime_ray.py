@@ -174,3 +174,39 @@ def test_each_window_is_reported_once_and_a_redone_windows_attempt_is_deleted(tm
     assert os.path.exists(first.location) and not os.path.exists(again.location)
     with pytest.raises(SdscoreError, match="report of shard 5, which was not asked for"):
         list(reports.add(report(sink.write(5, frame))))
+
+
+def test_ray_data_logs_follow_a_new_session_after_the_old_folder_is_gone():
+    """A second Ray session in one process, after the first session's folder was removed: Ray Data's
+    log handler still named the old folder's ray-data.log, and its first ERROR record during a run
+    raised FileNotFoundError (seen after tests/test_ray_cluster.py tore its cluster's folder down)."""
+    import logging
+    import shutil
+    import tempfile
+
+    from sdscore.runtime.executors.ray_data import _quiet_ray_data
+
+    if ray.is_initialized():
+        ray.shutdown()
+    data_logger = logging.getLogger("ray.data")
+    # Ray's own folders (its sockets' paths must stay under 108 bytes: not under pytest's tmp_path)
+    first, second = (Path(tempfile.mkdtemp(prefix="sdscore-logs-")) for _ in range(2))
+    try:
+        ray.init(num_cpus=1, include_dashboard=False, _temp_dir=str(first), log_to_driver=False)
+        data_logger.error("a record in the first session")  # the handler opens first/…/ray-data.log
+        for handler in data_logger.handlers:  # a closed file (as after a logging shutdown) is reopened by path
+            inner = getattr(handler, "_handler", None)
+            if inner is not None:
+                inner.close()
+        ray.shutdown()
+        shutil.rmtree(first)
+        ray.init(num_cpus=1, include_dashboard=False, _temp_dir=str(second), log_to_driver=False)
+        with _quiet_ray_data(ray):
+            data_logger.error("a record in the second session")
+        logs = list(second.rglob("ray-data.log"))
+        assert logs and "a record in the second session" in logs[0].read_text()
+        assert not first.exists()
+    finally:
+        ray.shutdown()
+        shutil.rmtree(first, ignore_errors=True)
+        shutil.rmtree(second, ignore_errors=True)

@@ -368,9 +368,41 @@ def _failure(error: BaseException) -> SdscoreError:
     return SdscoreError(f"scoring on ray failed ({type(error).__name__}: {text}); see the Ray logs for more")
 
 
+def _ray_data_logs_follow_the_session() -> None:
+    """Point Ray Data's log files at the current Ray session.
+
+    Ray Data's file handler (ray 2.60: ``SessionFileHandler`` on the ``ray.data`` loggers) resolves
+    the session folder on its first record and reopens that same path after a close, so in a process
+    that starts a second Ray session after the first session's folder was removed (a temporary
+    ``_temp_dir``, a torn-down cluster) every run failed with FileNotFoundError naming the old
+    folder's ray-data.log. A handler whose file lies outside the current session's folder is closed
+    here and resolves the current folder on its next record. Private Ray API: on another Ray whose
+    internals differ, nothing is done."""
+    try:
+        from ray.data._internal import logging as ray_data_logging
+        current = ray_data_logging.get_log_directory()
+        names = ray_data_logging._get_logger_names()
+        handler_type = ray_data_logging.SessionFileHandler
+    except Exception:  # another Ray version's internals: leave its logging as it is
+        return
+    if current is None:
+        return
+    for name in names:
+        for handler in logging.getLogger(name).handlers:
+            path = getattr(handler, "_path", None)
+            if (isinstance(handler, handler_type) and path is not None
+                    and os.path.dirname(os.path.abspath(path)) != os.path.abspath(current)):
+                inner = getattr(handler, "_handler", None)
+                if inner is not None:
+                    inner.close()
+                handler._handler = None
+
+
 @contextmanager
 def _quiet_ray_data(ray):
-    """No progress bars or execution banners from Ray Data while we run (errors still show)."""
+    """No progress bars or execution banners from Ray Data while we run (errors still show); its log
+    files in the current session's folder."""
+    _ray_data_logs_follow_the_session()
     context = ray.data.DataContext.get_current()
     quiet = {"enable_progress_bars": False, "print_on_execution_start": False, "enable_auto_log_stats": False}
     saved = {name: getattr(context, name) for name in quiet if hasattr(context, name)}
