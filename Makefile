@@ -50,7 +50,7 @@ demo: install
 	$(VENV)/bin/sdscore demo --out $(DEMO_OUT)
 
 test: install
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 --dist loadgroup tests
 
 bench: install
 	$(VENV)/bin/sdscore bench
