@@ -556,8 +556,8 @@ def nodes_rows(folder: Path, n_rounds: int, cost_cores: int) -> tuple[list[Row],
         f"cost model (reward, shipped compact model, CPU): {per_core:.1f} pairs/s per core -> "
         f"{core_hours:,.0f} core-hours for {COST_PAIRS:,} pairs; at the 2-node efficiency "
         f"{rate(two, n_reward) / (2 * rate(one, n_reward)):.0%} per added node, "
-        f"{core_hours / 24:,.1f} cores busy for a day, i.e. {core_hours / 24 / cost_cores:,.1f} machines of "
-        f"{cost_cores} cores (ideal; divide by the efficiency for the actual count)",
+        f"{core_hours / cost_cores:,.2f} hours on one machine of {cost_cores} cores, "
+        f"{core_hours / 24 / cost_cores:,.2f} machine-days (ideal; divide by the efficiency for the actual count)",
     ]
     return rows, notes
 
