@@ -211,7 +211,8 @@ def main() -> None:
                      f"model.generate per file ({device})", "files/s", n_files, seconds[name], seconds["per file"])
             for name in runs if name != "per file"]
     report(f"asr: batched Whisper vs per-file generate; {n_files} files, {tokens} decoded tokens each on both "
-           f"sides (random weights: decode length fixed), {rounds} interleaved rounds", rows, args.json)
+           f"sides (random weights: decode length fixed), {rounds} interleaved rounds", rows, args.json,
+           peers="model.generate per file, in this process (same torch pools as ours)")
 
 
 if __name__ == "__main__":

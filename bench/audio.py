@@ -116,7 +116,8 @@ def main() -> None:
     resampled = resample_rows(10 if args.quick else 40, rounds, rng)
     if args.resample_only:
         report(f"resampler per core: {10 if args.quick else 40} clips of 3-8 s per ratio, 1 thread each, "
-               f"median of {rounds} interleaved rounds", resampled, args.json)
+               f"median of {rounds} interleaved rounds", resampled, args.json,
+               peers="soxr.resample(HQ) on 1 thread per clip, in this process")
         return
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(threads) as pool:
@@ -142,7 +143,9 @@ def main() -> None:
                                      timed["ours"], timed["librosa"]))
     rows += resampled
     report(f"audio: {count} files per rate, {threads} threads, median of {max(repeats, 3)} interleaved rounds; "
-           f"resampler rows per core, {10 if args.quick else 40} clips per ratio, {rounds} rounds", rows, args.json)
+           f"resampler rows per core, {10 if args.quick else 40} clips per ratio, {rounds} rounds", rows, args.json,
+           peers=f"soundfile + soxr HQ loop on 1 thread; the same on a {threads}-thread pool; librosa.load loop "
+                 f"(its soxr_hq) on 1 thread; all in this process")
 
 
 if __name__ == "__main__":

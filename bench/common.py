@@ -104,10 +104,61 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def report(title: str, rows: list[Row], as_json: bool) -> None:
-    """Print the table (and the JSON line when asked)."""
+def pool_threads() -> str:
+    """Each thread pool of this process and its size: torch's intra-op and inter-op teams (when torch
+    is loaded; a bench that does not use torch does not import it for this line) and every BLAS/OpenMP
+    pool threadpoolctl finds."""
+    import sys
+
+    pools = []
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        pools.append(f"torch intra-op {torch.get_num_threads()}, inter-op {torch.get_num_interop_threads()}")
+    try:
+        from threadpoolctl import threadpool_info
+
+        pools += [f"{p['internal_api']} ({Path(p['filepath']).name}) {p['num_threads']}" for p in threadpool_info()]
+    except ImportError:
+        pass
+    return ", ".join(pools) or "none loaded"
+
+
+def source_revision() -> str:
+    """The git commit of the checkout the bench runs from, '+ local changes' when the tree differs."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head or "unknown") + (" + local changes" if dirty else "")
+
+
+def measured_line() -> str:
+    """When, where and on what the rows above were measured: UTC time, CPU model, the CPUs this
+    process may use (affinity, cgroup quota), the load average, the commit and this process's pools."""
+    import datetime
+
+    from sdscore.runtime.compute_budget import affinity_cores, quota_cores
+
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
+    quota = quota_cores()
+    return (f"measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on {cpu_model()}: "
+            f"{os.cpu_count()} CPUs, {affinity_cores()} in this process's affinity, cgroup quota "
+            f"{'none' if quota is None else quota}; load average {load}; sdscore {source_revision()}; "
+            f"this process's pools: {pool_threads()}")
+
+
+def report(title: str, rows: list[Row], as_json: bool, peers: str = "") -> None:
+    """Print the table (and the JSON line when asked), after a line saying when and on what it was
+    measured and, when given, how the peers ran (processes, threads per pool)."""
     width = max(len(r.name) for r in rows)
     print(f"\n{title}")
+    print(measured_line())
+    if peers:
+        print(f"peers: {peers}")
     print(f"{'name':<{width}} | {'ours':>12} | {'peer':>12} | {'ratio':>6} | unit")
     print(f"{'-' * width}-+-{'-' * 12}-+-{'-' * 12}-+-{'-' * 6}-+-----")
     for r in rows:

@@ -39,7 +39,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Row, cpu_model, interleaved_rounds, parser, rate_row, render_tts, report  # noqa: E402
+from common import Row, cpu_model, interleaved_rounds, parser, pool_threads, rate_row, render_tts, report  # noqa: E402
 from cotenant import load_note  # noqa: E402
 
 from sdscore import _core, kernels  # noqa: E402
@@ -50,18 +50,6 @@ from sdscore.features.speaker.ge2e import LAYERS, MEL_CHANNELS, PARTIAL_FRAMES, 
 #: the thread-count variables of the BLAS/OpenMP pools a resemblyzer worker loads (numpy's
 #: OpenBLAS, torch's OpenMP/MKL), pinned to 1 before the workers start
 POOL_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-def pool_threads() -> str:
-    """Each thread pool of this process and its size: torch's intra-op team, threadpoolctl's view."""
-    pools = [f"torch {torch.get_num_threads()}"]
-    try:
-        from threadpoolctl import threadpool_info
-
-        pools += [f"{p['internal_api']} {p['num_threads']}" for p in threadpool_info()]
-    except ImportError:
-        pass
-    return ", ".join(pools)
 
 
 def cpu_seconds() -> float:
@@ -310,7 +298,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sdscore-bench-") as folder:
         paths = render_tts(Path(folder), 30 if args.quick else 100, words=(2, 16), espeak_every=2, prefix="u")
         rows = ge2e_rows(paths, rounds) + lstm_rows(rounds) + similarity_rows(args.quick, rounds)
-    report("consistency: GE2E embeddings and group similarity", rows, args.json)
+    report("consistency: GE2E embeddings and group similarity", rows, args.json,
+           peers="resemblyzer in N spawned processes with every pool at 1 thread (listed per worker above), "
+                 "or in this process with every pool at 1; torch.nn.LSTM and torch loops in this process")
 
 
 if __name__ == "__main__":

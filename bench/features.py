@@ -195,6 +195,8 @@ def main() -> None:
         f"interleaved rounds",
         rows,
         args.json,
+        peers="the per-file reference loop in this process (speechmos, pyloudnorm, parselmouth, silero JIT/ONNX "
+              "with their default threads: the pools listed above)",
     )
 
 

@@ -218,8 +218,10 @@ def main() -> None:
             "note: no CUDA device, so 'ours' runs the torch reference path; pooling ratios near 1 are "
             "expected (both are eager torch), the similarity ratios measure batching vs Python loops."
         )
-    report(f"kernels on {device.type}, median of {rounds} interleaved rounds", rows, args.json)
-    report(f"CPU attention, median of {rounds} interleaved rounds", attention_rows(args.quick, rounds), args.json)
+    report(f"kernels on {device.type}, median of {rounds} interleaved rounds", rows, args.json,
+           peers="eager torch in this process (the pools listed above)")
+    report(f"CPU attention, median of {rounds} interleaved rounds", attention_rows(args.quick, rounds), args.json,
+           peers="torch scaled_dot_product_attention in this process (the pools listed above)")
 
 
 if __name__ == "__main__":

@@ -371,7 +371,9 @@ def main() -> None:
     report(f"naturalness: {n} answers ({audio_seconds:.0f} s of audio) of the small synthetic corpus, CPU "
            f"({os.cpu_count()} cores); whole command per run in a fresh process (imports, model load in), no cache; "
            f"median of {n_rounds} interleaved round(s); ours = `sdscore score naturalness` (default --jobs)",
-           rows, args.json)
+           rows, args.json,
+           peers=f"the authors' per-answer loop in one fresh process, and the same functions on multiprocessing."
+                 f"Pool({POOL_WORKERS}) (fresh processes, default pools)")
     print(f"\ntotal {time.perf_counter() - began:.0f} s", file=sys.stderr)
 
 

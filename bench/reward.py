@@ -569,7 +569,7 @@ def paths_main(args, rounds: int, device: str, pairs, folder: Path) -> None:
         rows += forward_rows(name, model, pairs, rounds, 8, device, _sync(device))
         del model
     report(f"reward paths: varlen vs padded continuation, fused vs unfused decoder; {rounds} interleaved rounds",
-           rows, args.json)
+           rows, args.json, peers="our own padded / unfused path in this process")
 
 
 def main() -> None:
@@ -593,7 +593,7 @@ def main() -> None:
 
             rows = realistic_rows(clips, Path(folder), device, rounds, args.quick)
             report(f"reward at realistic shapes: batched scoring vs (a), (b), (c); {rounds} interleaved rounds",
-                   rows, args.json)
+                   rows, args.json, peers="(a), (b), (c) in this process (the pools listed above)")
             return
         if args.paths:
             return paths_main(args, rounds, device, pairs[: 8 if args.quick else 32], Path(folder))
@@ -609,7 +609,9 @@ def main() -> None:
             big = omni_3b_model(Path(folder), device)
             rows += model_rows("Qwen2.5-Omni-3B-shaped model (bf16)", big, qwen_pairs, rounds, 8, device, authors_pairs)
     report(f"reward: batched scoring vs the authors' loop, the one-by-one loop and a batched HF forward; "
-           f"{rounds} interleaved rounds", rows, args.json)
+           f"{rounds} interleaved rounds", rows, args.json,
+           peers="(a) the authors' processor loop, (b) the one-by-one loop and (c) a padded HF forward in this "
+                 "process (the pools listed above); '(b) in N processes' rows: N spawned processes of 1 torch thread")
 
 
 if __name__ == "__main__":

@@ -594,7 +594,7 @@ def main() -> None:
         report(f"multi-node Ray on this machine: one-CPU nodes (ray.cluster_utils), one 1-CPU actor per node, "
                f"workers writing their shards; reward rows/s peer = local on 1 core; efficiency peer = 2 x the "
                f"1-node rate; driver RSS peer = the id frame (MiB); median of {n_rounds} interleaved round(s), "
-               f"cluster start-up out", rows, args.json)
+               f"cluster start-up out", rows, args.json, peers="the local executor on 1 core in this process")
         print("\n" + "\n".join(notes))
         print(f"\ntotal {time.perf_counter() - began:.0f} s")
         return

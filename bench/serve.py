@@ -320,7 +320,9 @@ def main() -> None:
     model = {"compact": "compact demo model", "omni-3b": "Qwen2.5-Omni-3B-shaped random model (bf16)",
              "omni-tiny": "tiny Qwen2.5-Omni-layout model"}[args.model]
     report(f"reward serving: {n} two-turn spoken episodes, {model}, {args.device} ({os.cpu_count()} cores), "
-           f"median of {rounds} interleaved round(s)", rows + http_rows, False)
+           f"median of {rounds} interleaved round(s)", rows + http_rows, False,
+           peers="(a) scorer.score([episode]) one request at a time in this process (the pools listed above); "
+                 "(b) a FastAPI server scoring per request, in its own process with default pools")
     print(f"  (a) max |batched - per-call| score difference {info['max_abs_diff']:.2e}; "
           f"mean batch {info['mean_batch']:.1f}")
     for line in lines:
