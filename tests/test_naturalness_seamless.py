@@ -176,6 +176,20 @@ def test_cli_split_and_subset_filters(corpus, tmp_path, capsys):
     assert "unknown Seamless Interaction split 'valid'" in capsys.readouterr().err
 
 
+def test_cli_filters_that_match_nothing_are_refused_and_write_nothing(corpus, tmp_path, capsys):
+    out = tmp_path / "none"
+    assert main(["corpus", "select-dialogues", str(corpus), "--out", str(out), "--subset", "naturalistic",
+                 "--split", "dev"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--subset naturalistic; --split dev match no conversation" in err
+    assert "improvised/dev" in err and "naturalistic/test" in err  # the folders that are there
+    assert not out.exists() and not any(p.name.startswith(".") for p in tmp_path.iterdir() if p.name != corpus.name)
+    with pytest.raises(ManifestError, match=r"--split train match no conversation; the subset/split folders "
+                                            r"present are improvised/dev, naturalistic/dev \(empty\), naturalistic/test"):
+        select_dialogues(corpus, tmp_path / "none2", subsets=["naturalistic"], splits=["train"])
+    assert not (tmp_path / "none2").exists()
+
+
 def _table(tmp_path: Path, corpus: Path, **extra) -> Path:
     read = read_seamless(corpus)
     rows = [{"conversation_id": s.conversation_id, "speaker": s.speaker, "start": s.start, "end": s.end,
@@ -193,6 +207,10 @@ def test_a_table_with_subset_and_split_columns_filters_the_same(corpus, tmp_path
     metadata = pl.read_csv(tmp_path / "out" / "metadata.csv")
     assert summary["dialogues"] == 1 and metadata["subset"].to_list() == ["naturalistic"]
     assert metadata["split"].to_list() == ["test"]
+    with pytest.raises(ManifestError, match=r"segments.csv: --subset naturalistic; --split dev match no conversation; "
+                                            r"the subset/split values present are improvised/dev, naturalistic/test"):
+        select_dialogues(table, tmp_path / "empty", subsets=["naturalistic"], splits=["dev"])
+    assert not (tmp_path / "empty").exists()
     plain = _table(tmp_path, corpus)
     with pytest.raises(ManifestError, match=r"segments.csv: no split column \(or only nulls\) to filter by --split dev"):
         read_source(plain, splits=["dev"])

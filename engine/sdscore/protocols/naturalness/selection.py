@@ -225,6 +225,8 @@ def read_source(path: str | os.PathLike, *, subsets: Iterable[str] | None = None
             raise ManifestError(f"{path}: a folder, but not a Seamless Interaction folder (improvised/ or "
                                 "naturalistic/ inside); give a segments table file or such a folder")
         corpus = read_seamless(path, subsets=subsets, splits=splits)
+        if (subsets is not None or splits is not None) and not corpus.conversations and not corpus.problems:
+            _refuse_empty_filter(path, subsets, splits, _seamless_folders(Path(path)), "subset/split folders")
         return SegmentTable(corpus.source, corpus.rows, corpus.segments, corpus.problems, corpus.conversations)
     table = read_segments(path)
     wanted = {"subset": subsets, "split": splits}
@@ -240,9 +242,33 @@ def read_source(path: str | os.PathLike, *, subsets: Iterable[str] | None = None
         info = table.conversations.get(conversation, {})
         return all(info.get(column) in values for column, values in wanted.items())
 
+    kept = {c: i for c, i in table.conversations.items() if keep(c)}
+    problems = tuple(p for p in table.problems if keep(p[0]))
+    if not kept and not problems:
+        present = sorted({"/".join(str(info.get(c, "(none)")) for c in wanted)
+                          for info in table.conversations.values()})
+        _refuse_empty_filter(table.source, subsets, splits, present, f"{'/'.join(wanted)} values")
     return SegmentTable(table.source, table.rows, tuple(s for s in table.segments if keep(s.conversation_id)),
-                        tuple(p for p in table.problems if keep(p[0])),
-                        {c: i for c, i in table.conversations.items() if keep(c)})
+                        problems, kept)
+
+
+def _seamless_folders(root: Path) -> list[str]:
+    """The <subset>/<split> folders present under a Seamless Interaction folder ("(empty)": no file inside)."""
+    from sdscore.protocols.naturalness.seamless_reader import SPLITS, SUBSETS
+
+    def empty(folder: Path) -> bool:
+        return not any(files for _, _, files in os.walk(folder))
+
+    return [f"{subset}/{split}" + (" (empty)" if empty(root / subset / split) else "")
+            for subset in SUBSETS for split in SPLITS if (root / subset / split).is_dir()]
+
+
+def _refuse_empty_filter(source, subsets, splits, present: list[str], what: str) -> None:
+    """ManifestError: the --subset/--split filters keep no conversation (nothing is written)."""
+    asked = "; ".join(f"--{name} {', '.join(values)}" for name, values in (("subset", subsets), ("split", splits))
+                      if values is not None)
+    raise ManifestError(f"{source}: {asked} match no conversation; the {what} present are "
+                        f"{', '.join(present) if present else '(none)'}")
 
 
 def _text(value) -> str | None:
