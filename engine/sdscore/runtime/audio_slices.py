@@ -6,12 +6,26 @@ features by file content, so the runtime copies each slice (its frames, every ch
 file's own rate: nothing is resampled twice) into a float32 WAV in the run's staging folder and
 points the row at it; the folder goes when the run ends. A bad slice (past the end, negative,
 missing file) is its row's error; the other rows go on.
+
+A Ray actor cuts its slices into a folder of its own in its node's temp folder (`slice_folder`),
+named `sdscore-ray-slices-<pid>-<random>` after the process that made it and removed after each
+window. An actor killed mid-window (SIGKILL, the node's OOM killer) cannot remove it, so each new
+actor first removes such leftovers (`remove_orphaned_slice_folders`): a folder is removed only if
+its name matches that pattern exactly, the pid in it is not a live process on this host, it belongs
+to this user, and it holds nothing but slice files as `slice_file` / `_cut` name them (no
+subfolder, no link, no other file). Anything else, a near-miss name included, is never touched.
+A pid reused by another process since keeps its folder until that process ends too (the safe way
+round). Nodes whose processes run in separate pid namespaces yet share one temp folder (containers
+sharing the host's /tmp) would see the others' live pids as dead: give such nodes their own TMPDIR.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+import re
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
@@ -26,11 +40,80 @@ from sdscore.runtime.compute_budget import thread_pool_size
 
 Slice = tuple[str, float | None, float | None]
 
+log = logging.getLogger(__name__)
+
+SLICE_FOLDER_PREFIX = "sdscore-ray-slices-"
+# tempfile.mkdtemp's suffix: 8 of [a-z0-9_]
+_SLICE_FOLDER = re.compile(re.escape(SLICE_FOLDER_PREFIX) + r"([1-9][0-9]{0,9})-[a-z0-9_]{8}")
+# a slice (slice_file) or one being written (_cut: "<slice>.<pid>.<id>.tmp.wav")
+_SLICE_NAME = re.compile(r"[0-9a-f]{24}\.wav(\.[0-9]+\.[0-9]+\.tmp\.wav)?")
+
 
 def slice_file(slice_dir: str, path: str, offset: float | None, duration: float | None) -> str:
     """The staging file of one slice (named by its file, offset and duration)."""
     key = f"{path if storage.scheme(path) else os.path.abspath(path)}|{offset!r}|{duration!r}"
     return os.path.join(slice_dir, hashlib.blake2b(key.encode(), digest_size=12).hexdigest() + ".wav")
+
+
+def slice_folder(temp_dir: str | None = None) -> str:
+    """A new, empty folder for this process's slices in `temp_dir` (default: the system's temp folder),
+    named after this process so that `remove_orphaned_slice_folders` can tell when its owner is gone."""
+    return tempfile.mkdtemp(prefix=f"{SLICE_FOLDER_PREFIX}{os.getpid()}-", dir=temp_dir)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def _orphaned_files(folder: str) -> list[str] | None:
+    """The slice files in `folder`, or None if it holds anything else."""
+    names = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if not (_SLICE_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False)):
+                return None
+            names.append(entry.path)
+    return names
+
+
+def remove_orphaned_slice_folders(temp_dir: str | None = None) -> list[str]:
+    """Remove the slice folders (`slice_folder`) in `temp_dir` (default: the system's temp folder) left
+    by processes that are gone (see the module's docstring for what qualifies); returns those removed.
+    Never raises: a folder that cannot be read or removed is left, with a warning."""
+    temp_dir = temp_dir or tempfile.gettempdir()
+    removed = []
+    try:
+        with os.scandir(temp_dir) as entries:
+            candidates = [(e.path, int(m.group(1))) for e in entries
+                          if (m := _SLICE_FOLDER.fullmatch(e.name)) and e.is_dir(follow_symlinks=False)]
+    except OSError as error:
+        log.warning("%s: cannot list it for orphaned slice folders (%s)", temp_dir, error)
+        return removed
+    for folder, pid in candidates:
+        if pid == os.getpid() or _pid_alive(pid):
+            continue
+        try:
+            if os.lstat(folder).st_uid != os.getuid():
+                continue
+            files = _orphaned_files(folder)
+            if files is None:
+                continue
+            for path in files:
+                os.remove(path)
+            os.rmdir(folder)  # fails, leaving it, if anything appeared in it meanwhile
+        except FileNotFoundError:  # another actor of this node removed it first
+            continue
+        except OSError as error:
+            log.warning("%s: cannot remove this orphaned slice folder (%s)", folder, error)
+            continue
+        removed.append(folder)
+    return removed
 
 
 def _cut(slice_dir: str, item: Slice) -> tuple[str | None, str | None]:

@@ -9,7 +9,9 @@ The pipeline (all Ray Data, no scheduling of our own), made for a cluster of sev
    for each window, reads and validates its rows itself (from the manifest's staged Parquet and
    its rows' first-row index, which the driver ships once through Ray's object store and each actor
    reads from memory, so no node needs the driver's disk), cuts the audio slices the rows point at
-   into a temporary folder on its node (removed after the window), scores the rows (results
+   into a temporary folder on its node (removed after the window; one left by an actor killed
+   mid-window is removed by the next actor started on that node: audio_slices.
+   remove_orphaned_slice_folders), scores the rows (results
    checked with `check_results`) and writes them as an attempt of the window's shard straight to
    the output store (runtime/shard_sink.py: a local or shared folder, or an object store); it
    returns only (shard, rows, failed rows, attempt);
@@ -50,7 +52,6 @@ import os
 import pickle
 import re
 import shutil
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -61,6 +62,7 @@ import pyarrow as pa
 
 from sdscore import errors
 from sdscore.errors import SdscoreError
+from sdscore.runtime.audio_slices import remove_orphaned_slice_folders, slice_folder
 from sdscore.runtime.compute_budget import become_worker, cores, limit_threads
 from sdscore.runtime.executors.local import close_scorer
 from sdscore.runtime.executors.ray_watchdog import RayInstanceWatch
@@ -120,7 +122,8 @@ def _first_rows(first_rows, start: int, stop: int) -> pl.Series:
 class _ScoreWindows:
     """One actor of the pool: the job's Scorer, built once, applied to each window of a batch; each
     window read here (its slices cut into a temporary folder on this node, removed after the window)
-    and written by `sink`.
+    and written by `sink`. On start it removes the slice folders of this node's dead actors (an actor
+    killed mid-window leaves its own).
 
     A Scorer that cannot be built is reported with the first batch (as the processes executor
     does), so it fails the run with its own message instead of Ray restarting the actor."""
@@ -130,6 +133,7 @@ class _ScoreWindows:
         self.job, self.sink, self.scorer, self.start_error, self.report = job, sink, None, None, None
         self.manifest = manifest
         become_worker(threads)  # cores() is the actor's share; no pool nests in it
+        remove_orphaned_slice_folders()
         try:
             self.data, self.first_rows = manifest.fetch()
             self.scorer = job.create()
@@ -153,7 +157,7 @@ class _ScoreWindows:
 
     def _window(self, item: dict) -> pa.Table:
         k, start, stop = item["shard"], item["start"], item["stop"]
-        slice_dir = tempfile.mkdtemp(prefix="sdscore-ray-slices-")  # on this actor's node
+        slice_dir = slice_folder()  # on this actor's node, named after this process
         try:
             try:
                 rows = self.manifest.reader(self.data, slice_dir).window(start, stop,
@@ -240,7 +244,8 @@ class _RowReports:
 def _score_empty(job: ScoringJob, manifest: _ShippedManifest, threads: int) -> pl.DataFrame:
     """The (empty) results of an empty manifest, so the output still has the Scorer's columns."""
     become_worker(threads)
-    scratch = tempfile.mkdtemp(prefix="sdscore-ray-slices-")
+    remove_orphaned_slice_folders()
+    scratch = slice_folder()
     try:
         try:
             reader = manifest.reader(manifest.fetch()[0], scratch)
