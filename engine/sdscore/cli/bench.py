@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from sdscore.errors import SdscoreError
@@ -37,7 +38,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     extra = [flag for flag, on in (("--quick", args.quick), ("--json", args.json)) if on]
     status = 0
     for name in names:
-        status = max(status, subprocess.call([sys.executable, str(folder / f"{name}.py"), *extra]))
+        began = time.perf_counter()
+        code = subprocess.call([sys.executable, str(folder / f"{name}.py"), *extra])
+        outcome = "ok" if code == 0 else f"exit status {code}"
+        print(f"\n[sdscore bench] {name}: {outcome}, {time.perf_counter() - began:.0f} s", flush=True)
+        status = max(status, code)
     return status
 
 
