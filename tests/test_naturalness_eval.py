@@ -417,3 +417,22 @@ def test_figures_are_skipped_with_reasons_when_their_data_is_null(tmp_path):
         plot_avd_scatter(_frame(rows), tmp_path / "x.png", dims=("arousal",))
     with pytest.raises(ValueError, match="at least one results file"):
         evaluate_files([], tmp_path / "m.json")
+
+
+def test_nonfinite_scores_are_left_out_of_their_metrics_counted_and_named(tmp_path, capsys):
+    nan, inf = float("nan"), float("inf")
+    odd = _row("bot", "q5", latency_ms=nan, interrupted=False, interrupted_ms=0.0, answer_duration_s=inf,
+               arousal_question=0.5, arousal_answer=nan)
+    results = tmp_path / "results.parquet"
+    _frame(HUMAN + BOT + [odd]).write_parquet(results)
+    assert main(["eval", "naturalness", str(results), "--out", str(tmp_path / "m.json")]) == 0
+    assert ("note: 1 row with non-finite (NaN/inf) answer_duration_s, arousal_answer, latency_ms excluded from "
+            "the metrics (systems/bot): bot-q5") in " ".join(capsys.readouterr().err.split())
+    bot = json.loads((tmp_path / "m.json").read_text())["systems"]["bot"]
+    assert bot["nonfinite_excluded"] == {"n_rows": 1, "ids": ["bot-q5"], "columns": {
+        "latency_ms": 1, "answer_duration_s": 1, "arousal_answer": 1}}
+    finite = evaluate_naturalness(_frame(HUMAN + BOT))["systems"]["bot"]
+    assert "nonfinite_excluded" not in finite
+    for key in ("latency_ms", "answer_duration_s", "arousal_rho"):  # the same values, with the count beside them
+        assert bot[key] == {**finite[key], "n_nonfinite": 1}
+    assert "n_nonfinite" not in bot["latency_onset_ms"]  # a null is missing, not non-finite

@@ -242,3 +242,23 @@ def test_run_eval_without_detection_rows(tmp_path):
     assert run_eval(tmp_path / "r.parquet", tmp_path / "m.json")["threshold_sweep"] is None
     with pytest.raises(ValueError, match="no scored detection rows, so there is no threshold sweep to plot"):
         run_eval(tmp_path / "r.parquet", tmp_path / "m.json", tmp_path / "p.png")
+
+
+def test_eval_leaves_out_rows_with_nonfinite_scores_and_says_so(tmp_path, capsys):
+    from sdscore.cli import main
+
+    results = score_consistency(TOY, TableEmbedder(), "pairwise")
+    scores = results["turn_scores"].to_list()
+    scores[0] = [scores[0][0], float("inf"), scores[0][2]]  # d1: one similarity is inf
+    bad = results.with_columns(pl.Series("turn_scores", scores, dtype=pl.List(pl.Float64)))
+    write_manifest(bad, tmp_path / "bad.parquet")
+    write_manifest(results.filter(pl.col("instance_id") != "d1"), tmp_path / "rest.parquet")
+    assert main(["eval", "consistency", str(tmp_path / "bad.parquet"), "--out", str(tmp_path / "bad.json")]) == 0
+    assert "note: 1 row with non-finite (NaN/inf) turn_scores excluded from the metrics: toy/d1" in \
+        " ".join(capsys.readouterr().err.split())
+    got = json.loads((tmp_path / "bad.json").read_text())
+    assert got["nonfinite_excluded"] == {"n_rows": 1, "ids": ["toy/d1"], "columns": {"turn_scores": 1}}
+    assert got["n_rows"] == 3 and got["counts"]["detection"] == {"S1": 1, "S2": 0, "S3": 0}
+    rest = run_eval(tmp_path / "rest.parquet", tmp_path / "rest.json")
+    for key in ("detection", "localization", "discrimination", "threshold_sweep"):
+        assert got[key] == rest[key]

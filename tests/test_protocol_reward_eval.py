@@ -73,3 +73,22 @@ def test_accuracy_per_category_and_source_by_hand():
     assert metrics["by_source"] == {"ravdess": {"n": 3, "n_errors": 0, "accuracy": 2 / 3},
                                     "cremad": {"n": 3, "n_errors": 1, "accuracy": 1.0}}
     assert evaluate_reward(results.drop("source"))["by_source"] is None
+
+
+def test_cli_eval_reward_leaves_out_nonfinite_rewards_and_says_so(tmp_path, capsys):
+    rows = [{"pair_id": f"p{i}", "subset": "wild", "chosen_reward": c, "rejected_reward": r, "error": e}
+            for i, (c, r, e) in enumerate([(1.0, 0.0, None), (float("nan"), 0.0, None), (0.0, 1.0, None),
+                                           (1.0, float("-inf"), None), (None, None, "timeout")])]
+    pl.DataFrame(rows).write_parquet(tmp_path / "results.parquet")
+    pl.DataFrame([rows[0], rows[2], rows[4]]).write_parquet(tmp_path / "finite.parquet")
+    assert main(["eval", "reward", str(tmp_path / "results.parquet"), "--out", str(tmp_path / "m.json")]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "note: 2 rows with non-finite (NaN/inf) chosen_reward, rejected_reward excluded from the metrics: p1, p3" in err
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    assert metrics["nonfinite_excluded"] == {"n_rows": 2, "ids": ["p1", "p3"],
+                                             "columns": {"chosen_reward": 1, "rejected_reward": 1}}
+    assert main(["eval", "reward", str(tmp_path / "finite.parquet"), "--out", str(tmp_path / "f.json")]) == 0
+    finite = json.loads((tmp_path / "f.json").read_text())
+    assert "nonfinite_excluded" not in finite
+    assert {k: v for k, v in metrics.items() if k != "nonfinite_excluded"} == finite
+    assert finite["n"] == 2 and finite["n_errors"] == 1 and finite["overall_micro"] == 0.5

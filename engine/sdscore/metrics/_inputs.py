@@ -89,3 +89,42 @@ def drop_error_rows(frame: pl.DataFrame) -> tuple[pl.DataFrame, int]:
 def mean_or_none(values: np.ndarray) -> float | None:
     """Mean of a 1-D array, or None when it is empty (undefined; JSON-safe, never NaN)."""
     return float(np.mean(values)) if len(values) else None
+
+
+def nonfinite_mask(frame: pl.DataFrame, columns: Iterable[str]) -> np.ndarray:
+    """Boolean ``[rows]``: the row holds a NaN or ±inf in one of ``columns`` (float columns, or lists of
+    floats: any element). Nulls are missing values, not non-finite ones; absent columns are skipped."""
+    mask = np.zeros(frame.height, dtype=bool)
+    for column in columns:
+        mask |= _column_nonfinite(frame, column)
+    return mask
+
+
+def _column_nonfinite(frame: pl.DataFrame, column: str) -> np.ndarray:
+    if column not in frame.columns:
+        return np.zeros(frame.height, dtype=bool)
+    series = frame[column]
+    if isinstance(series.dtype, (pl.List, pl.Array)):
+        if not series.dtype.inner.is_float():
+            return np.zeros(frame.height, dtype=bool)
+        listed = pl.col(column).arr.to_list() if isinstance(series.dtype, pl.Array) else pl.col(column)
+        expr = listed.list.eval(pl.element().is_finite().not_().fill_null(False)).list.any()
+        return frame.select(expr.fill_null(False)).to_series().to_numpy().astype(bool)
+    if not series.dtype.is_float():
+        return np.zeros(frame.height, dtype=bool)
+    return (~series.is_finite()).fill_null(False).to_numpy().astype(bool)
+
+
+def nonfinite_report(frame: pl.DataFrame, columns: Sequence[str], id_columns: Sequence[str],
+                     shown: int = 5) -> dict | None:
+    """Which rows of ``frame`` hold a non-finite value in ``columns`` (see ``nonfinite_mask``), for the
+    eval output: {n_rows, ids (the first ``shown``, as "k1/k2" of ``id_columns``, else "row N"),
+    columns: {column: rows}}; None when every value is finite."""
+    mask = nonfinite_mask(frame, columns)
+    if not mask.any():
+        return None
+    positions = np.flatnonzero(mask)[:shown]
+    keys = [c for c in id_columns if c in frame.columns]
+    ids = ["/".join(str(frame[c][int(p)]) for c in keys) if keys else f"row {int(p) + 1}" for p in positions]
+    per_column = {c: int(_column_nonfinite(frame, c).sum()) for c in columns}
+    return {"n_rows": int(mask.sum()), "ids": ids, "columns": {c: n for c, n in per_column.items() if n}}

@@ -16,6 +16,7 @@ import polars as pl
 
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
+from sdscore.metrics._inputs import error_mask, nonfinite_mask, nonfinite_report
 from sdscore.metrics.consistency import consistency_summary, detection_accuracy, localization_summary
 from sdscore.metrics.position_bias import order_agreement, position_bias, position_shares
 from sdscore.protocols.consistency.choices import METHODS
@@ -30,6 +31,9 @@ TABLE_COLUMNS = (
     ("ndcg@2", ("discrimination", "ndcg@2")), ("exact_match", ("discrimination", "exact_match")),
     ("position_bias", ("options", "position_bias")),
 )
+
+#: The scores whose NaN/±inf leave a row out of every metric (counted under nonfinite_excluded).
+NONFINITE_COLUMNS = ("turn_scores", "candidate_scores")
 
 #: Thresholds of the sensitivity sweep (SpeakerSleuth Appendix B.2).
 SWEEP = tuple(round(0.1 * k, 1) for k in range(1, 8))
@@ -104,10 +108,25 @@ def evaluate_consistency(results: pl.DataFrame) -> dict:
     return summary
 
 
+def without_nonfinite(results: pl.DataFrame) -> tuple[pl.DataFrame, dict | None]:
+    """The results less the rows without an error whose turn_scores or candidate_scores hold NaN/±inf
+    (their flags and ranking come from scores that are not numbers), and the report of those rows."""
+    failed = error_mask(results)
+    report = nonfinite_report(results.filter(pl.Series(~failed)), NONFINITE_COLUMNS, SPEC.unique_key)
+    if report is None:
+        return results, None
+    return results.filter(pl.Series(failed | ~nonfinite_mask(results, NONFINITE_COLUMNS))), report
+
+
 def _metrics_of(results_path: str | os.PathLike) -> tuple[dict, pl.DataFrame | None]:
     results = read_results(results_path, RESULTS, required=("task",),
                            unique=SPEC.unique_key)
+    n_rows = results.height
+    results, nonfinite = without_nonfinite(results)
     metrics = evaluate_consistency(results)
+    metrics["n_rows"] = n_rows
+    if nonfinite is not None:
+        metrics["nonfinite_excluded"] = nonfinite
     sweepable = results.filter(
         (pl.col("task") == "detection") & pl.col("error").is_null() & pl.col("turn_scores").is_not_null()
     ).height > 0

@@ -50,7 +50,7 @@ import polars as pl
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
 from sdscore.errors import ManifestError
-from sdscore.metrics._inputs import error_mask
+from sdscore.metrics._inputs import error_mask, nonfinite_report
 from sdscore.metrics.naturalness import (
     WILCOXON,
     avd_correlation,
@@ -81,6 +81,9 @@ PAIRED_METRICS: dict[str, bool] = {
     **{f"{m}_{e}": False for e in ASR_ENGINES for m in ("wer", "cer", "wer_clean", "cer_clean")},
     "answer_duration_s": False, "voiced_ratio": False, "turn_taking_ngram": False, "turn_taking_vap": False,
 }
+#: The per-row scores whose NaN/±inf are left out of their metrics and reported (a system's nonfinite_excluded).
+NONFINITE_COLUMNS = (*PAIRED_METRICS, *(f"{dim}_{side}" for dim in AVD for side in ("question", "answer")),
+                     "dialect_question", "dialect_answer")
 #: Words of the `unavailable` notes ("group: reason") that explain each column's nulls.
 _NOTE_WORDS = {"mos_dnsmos_ovrl": ("mos",), "mos_p808": ("mos",), "mos_local": ("mos_local",),
                "latency_ms": ("latency_ms",), "latency_paper_ms": ("latency_paper_ms",),
@@ -117,6 +120,12 @@ class _System:
         failed = error_mask(rows)
         self.rows = rows.filter(pl.Series(~failed))
         self.n_errors = int(failed.sum())
+        # the rows whose scores hold NaN/±inf (left out of those metrics only): error rows count for
+        # interrupted_ms alone, the one score read from every row
+        scored_only = [c for c in NONFINITE_COLUMNS if c != "interrupted_ms" and c in rows.columns]
+        masked = rows.with_columns(pl.Series("_failed", failed)).with_columns(
+            pl.when(pl.col("_failed")).then(None).otherwise(pl.col(c)).alias(c) for c in scored_only)
+        self.nonfinite = nonfinite_report(masked, NONFINITE_COLUMNS, SPEC.unique_key)
         notes: list[str] = []
         for text in self.rows["unavailable"].drop_nulls().to_list():
             notes.extend(part.strip() for part in text.split("; ") if part.strip())
@@ -141,9 +150,12 @@ class _System:
         return {"value": None, "n": 0, "reason": why}
 
 
-def _finite(rows: pl.DataFrame, column: str) -> pl.Series:
+def _finite(rows: pl.DataFrame, column: str) -> tuple[pl.Series, dict]:
+    """The finite values of `column`, and {"n_nonfinite": k} when k NaN/±inf values were left out (else {})."""
     series = rows[column].cast(pl.Float64).drop_nulls()
-    return series.filter(series.is_finite())
+    finite = series.filter(series.is_finite())
+    dropped = series.len() - finite.len()
+    return finite, ({"n_nonfinite": dropped} if dropped else {})
 
 
 def _mean(system: _System, column: str, *, scale: float = 1.0, all_rows: bool = False,
@@ -151,8 +163,7 @@ def _mean(system: _System, column: str, *, scale: float = 1.0, all_rows: bool = 
     rows = system.all_rows if all_rows else system.rows
     if where is not None:
         rows = rows.filter(where)
-    values = _finite(rows, column) if column in rows.columns else pl.Series([], dtype=pl.Float64)
-    extra = {}
+    values, extra = _finite(rows, column) if column in rows.columns else (pl.Series([], dtype=pl.Float64), {})
     if nonnegative:
         extra["n_negative"] = int((values < 0).sum())
         values = values.filter(values >= 0)
@@ -164,18 +175,20 @@ def _mean(system: _System, column: str, *, scale: float = 1.0, all_rows: bool = 
 def _asr(system: _System) -> dict:
     out: dict[str, dict] = {}
     for metric in ("wer", "cer", "wer_clean", "cer_clean"):
-        pooled = []
+        pooled, n_nonfinite = [], 0
         for engine in ASR_ENGINES:
             column = f"{metric}_{engine}"
             words = (column, f"wer_{engine}", f"wer_clean_{engine}", engine)
             rows = system.rows.filter(pl.col(f"transcript_{engine}").is_not_null())
-            values = _finite(rows, column)
+            values, dropped = _finite(rows, column)
             pooled.append(values)
-            out[f"{metric}_pct_{engine}"] = (_mean_record(values, 100.0) if values.len()
-                                             else system.reason((column, f"transcript_{engine}"), words))
+            n_nonfinite += dropped.get("n_nonfinite", 0)
+            out[f"{metric}_pct_{engine}"] = (_mean_record(values, 100.0, **dropped) if values.len()
+                                             else {**system.reason((column, f"transcript_{engine}"), words), **dropped})
         values = pl.concat(pooled)
-        out[f"{metric}_pct"] = (_mean_record(values, 100.0, engines=list(ASR_ENGINES))
-                                if values.len() else system.reason(tuple(f"{metric}_{e}" for e in ASR_ENGINES)))
+        dropped = {"n_nonfinite": n_nonfinite} if n_nonfinite else {}
+        out[f"{metric}_pct"] = (_mean_record(values, 100.0, engines=list(ASR_ENGINES), **dropped) if values.len()
+                                else {**system.reason(tuple(f"{metric}_{e}" for e in ASR_ENGINES)), **dropped})
     return out
 
 
@@ -248,9 +261,11 @@ def _avd(system: _System) -> dict:
     for dim in AVD:
         q, a = f"{dim}_question", f"{dim}_answer"
         rows = system.rows.select(pl.col(q).cast(pl.Float64), pl.col(a).cast(pl.Float64)).drop_nulls()
+        n_pairs = rows.height
         rows = rows.filter(pl.col(q).is_finite() & pl.col(a).is_finite())
-        out[f"{dim}_rho"] = (_guarded(avd_correlation, (rows[q].to_numpy(), rows[a].to_numpy()), rows.height)
-                             if rows.height else system.reason((q, a), _NOTE_WORDS["avd"]))
+        dropped = {"n_nonfinite": n_pairs - rows.height} if n_pairs > rows.height else {}
+        out[f"{dim}_rho"] = (_guarded(avd_correlation, (rows[q].to_numpy(), rows[a].to_numpy()), rows.height, **dropped)
+                             if rows.height else {**system.reason((q, a), _NOTE_WORDS["avd"]), **dropped})
     return out
 
 
@@ -273,6 +288,8 @@ def _pitch(system: _System, normalised: pl.DataFrame) -> dict:
 
 def _system_metrics(system: _System, normalised: pl.DataFrame) -> dict:
     out: dict = {"n_rows": system.all_rows.height, "n_scored": system.rows.height, "n_errors": system.n_errors}
+    if system.nonfinite is not None:
+        out["nonfinite_excluded"] = system.nonfinite
     for column in ("mos_dnsmos_ovrl", "mos_p808", "mos_local"):
         out[column] = _mean(system, column)
     out.update(_asr(system))

@@ -9,7 +9,7 @@ import polars as pl
 
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
-from sdscore.metrics._inputs import error_mask
+from sdscore.metrics._inputs import error_mask, nonfinite_mask, nonfinite_report
 from sdscore.metrics.preference import correct_column, margin_buckets, reward_summary
 from sdscore.protocols.reward.judge_positions import position_summary
 from sdscore.protocols.reward.spec import SPEC
@@ -17,6 +17,9 @@ from sdscore.protocols.reward.spec import SPEC
 #: The results columns evaluation reads, typed (criterion and subset, both optional, are checked by reward_summary).
 RESULT_COLUMNS = {"chosen_reward": pl.Float64, "rejected_reward": pl.Float64, "margin": pl.Float64,
                   "correct": pl.Boolean, "error": pl.String, "category": pl.String, "source": pl.String}
+
+#: The scores whose NaN/±inf leave a row out of the metrics (counted under nonfinite_excluded).
+NONFINITE_COLUMNS = ("chosen_reward", "rejected_reward")
 
 #: |chosen − rejected| bucket edges for the confidence analysis (rewards are centred near 0).
 MARGIN_EDGES = (0.0, 0.25, 0.5, 1.0, 2.0, float("inf"))
@@ -39,8 +42,16 @@ def accuracy_by(results: pl.DataFrame, column: str) -> dict | None:
 
 def evaluate_reward(results: pl.DataFrame) -> dict:
     """Table 2 metrics, accuracy per category and per source (SDiaReward's per-category analysis)
-    and per |reward gap| bucket; for a pairwise audio judge's results also its position bias."""
+    and per |reward gap| bucket; for a pairwise audio judge's results also its position bias.
+    Rows without an error whose chosen or rejected reward is NaN or ±inf are left out of every metric
+    and reported under ``nonfinite_excluded`` (how many, the first pair_ids), as error rows are counted."""
+    scored_rows = results.filter(pl.Series(~error_mask(results)))
+    nonfinite = nonfinite_report(scored_rows, NONFINITE_COLUMNS, SPEC.unique_key)
+    if nonfinite is not None:
+        results = results.filter(pl.Series(~(nonfinite_mask(results, NONFINITE_COLUMNS) & ~error_mask(results))))
     metrics = reward_summary(results)
+    if nonfinite is not None:
+        metrics["nonfinite_excluded"] = nonfinite
     metrics["by_category"] = accuracy_by(results, "category")
     metrics["by_source"] = accuracy_by(results, "source")
     positions = position_summary(results)  # an audio-LLM judge's results (score reward --judge openai)
