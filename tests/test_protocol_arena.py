@@ -70,3 +70,23 @@ def test_unknown_winner_is_refused():
     battles = simulated_battles(10).with_columns(pl.lit("model_c").alias("winner"))
     with pytest.raises(ValueError, match="unknown winner 'model_c'"):
         evaluate_arena(battles, n_boot=5)
+
+
+def test_nonfinite_lengths_are_left_out_of_length_bias_and_named(tmp_path, capsys):
+    from sdscore.cli import main
+
+    battles = simulated_battles(60)
+    odd = battles.with_columns(
+        pl.when(pl.col("battle_id") == "3").then(float("nan")).otherwise(pl.col("length_a")).alias("length_a"),
+        pl.when(pl.col("battle_id") == "7").then(float("inf")).otherwise(pl.col("length_b")).alias("length_b"))
+    write_manifest(odd, tmp_path / "battles.parquet")
+    assert main(["eval", "arena", str(tmp_path / "battles.parquet"), "--out", str(tmp_path / "m.json"),
+                 "--l2", "0.01"]) == 0
+    assert ("note: 2 rows with non-finite (NaN/inf) length_a, length_b excluded from the metrics: 3, 7"
+            in " ".join(capsys.readouterr().err.split()))
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    assert metrics["nonfinite_excluded"] == {"n_rows": 2, "ids": ["3", "7"], "metrics": ["length_bias"],
+                                             "columns": {"length_a": 1, "length_b": 1}}
+    finite = evaluate_arena(battles.filter(~pl.col("battle_id").is_in(["3", "7"])), n_boot=5, l2=0.01)
+    assert metrics["length_bias"] == finite["length_bias"]
+    assert metrics["n_battles"] == 60  # the ratings keep every battle

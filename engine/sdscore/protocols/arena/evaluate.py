@@ -17,6 +17,7 @@ import os
 import polars as pl
 
 from sdscore.atomic_write import write_json
+from sdscore.metrics._inputs import nonfinite_report
 from sdscore.metrics.battle_agreement import (
     inter_annotator_agreement,
     judge_human_agreement,
@@ -61,7 +62,9 @@ def _ratings(battles: pl.DataFrame, *, n_boot: int, seed: int, l2: float) -> dic
         else None,
     }
     if has("length_a") and has("length_b"):
-        lengths = battles.filter(pl.col("length_a").is_not_null() & pl.col("length_b").is_not_null())
+        lengths = battles.filter(pl.col("length_a").is_not_null() & pl.col("length_b").is_not_null()
+                                 & pl.col("length_a").cast(pl.Float64).is_finite()
+                                 & pl.col("length_b").cast(pl.Float64).is_finite())  # NaN/inf: nonfinite_excluded
         result["length_bias"] = length_bias(lengths)
     return result
 
@@ -111,6 +114,9 @@ def evaluate_arena(battles: pl.DataFrame, *, n_boot: int = 1000, seed: int = 0, 
         result["ratings_unavailable"] = unavailable
     if warnings:
         result["warnings"] = warnings
+    nonfinite = nonfinite_report(battles, ("length_a", "length_b"), ("battle_id",))
+    if nonfinite is not None:  # left out of length_bias only
+        result["nonfinite_excluded"] = {**nonfinite, "metrics": ["length_bias"]}
     if len(judges) > 1:
         result["by_judge"] = by_judge
     if "prompt_id" in judged.columns:

@@ -83,7 +83,8 @@ PAIRED_METRICS: dict[str, bool] = {
 }
 #: The per-row scores whose NaN/±inf are left out of their metrics and reported (a system's nonfinite_excluded).
 NONFINITE_COLUMNS = (*PAIRED_METRICS, *(f"{dim}_{side}" for dim in AVD for side in ("question", "answer")),
-                     "dialect_question", "dialect_answer")
+                     "dialect_question", "dialect_answer",
+                     "emotional_naturalness_logit")  # emotional_naturalness_eval.LOGIT (imported late there)
 #: Words of the `unavailable` notes ("group: reason") that explain each column's nulls.
 _NOTE_WORDS = {"mos_dnsmos_ovrl": ("mos",), "mos_p808": ("mos",), "mos_local": ("mos_local",),
                "latency_ms": ("latency_ms",), "latency_paper_ms": ("latency_paper_ms",),
