@@ -8,15 +8,16 @@ points the row at it; the folder goes when the run ends. A bad slice (past the e
 missing file) is its row's error; the other rows go on.
 
 A Ray actor cuts its slices into a folder of its own in its node's temp folder (`slice_folder`),
-named `sdscore-ray-slices-<pid>-<random>` after the process that made it and removed after each
-window. An actor killed mid-window (SIGKILL, the node's OOM killer) cannot remove it, so each new
-actor first removes such leftovers (`remove_orphaned_slice_folders`): a folder is removed only if
-its name matches that pattern exactly, the pid in it is not a live process on this host, it belongs
-to this user, and it holds nothing but slice files as `slice_file` / `_cut` name them (no
-subfolder, no link, no other file). Anything else, a near-miss name included, is never touched.
-A pid reused by another process since keeps its folder until that process ends too (the safe way
-round). Nodes whose processes run in separate pid namespaces yet share one temp folder (containers
-sharing the host's /tmp) would see the others' live pids as dead: give such nodes their own TMPDIR.
+named `sdscore-ray-slices-<host tag>-<pid>-<random>` after the host and process that made it
+(`owned_folder`) and removed after each window. An actor killed mid-window (SIGKILL, the node's OOM
+killer) cannot remove it, so each new actor first removes such leftovers (`remove_orphaned_folders`):
+a folder is removed only if its name matches that pattern exactly with this host's tag, the pid in it
+is not a live process on this host, it belongs to this user, and it holds nothing but slice files as
+`slice_file` / `_cut` name them (no subfolder, no link, no other file). Anything else, a near-miss
+name included, is never touched. A pid reused by another process since keeps its folder until that
+process ends too (the safe way round). The host tag keeps hosts sharing a folder (NFS, containers
+with their own host names sharing /tmp) off each other's folders; two hosts of one host name but
+separate pid namespaces sharing one temp folder would not be: give them their own TMPDIR.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ import hashlib
 import logging
 import os
 import re
+import socket
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
@@ -43,8 +46,6 @@ Slice = tuple[str, float | None, float | None]
 log = logging.getLogger(__name__)
 
 SLICE_FOLDER_PREFIX = "sdscore-ray-slices-"
-# tempfile.mkdtemp's suffix: 8 of [a-z0-9_]
-_SLICE_FOLDER = re.compile(re.escape(SLICE_FOLDER_PREFIX) + r"([1-9][0-9]{0,9})-[a-z0-9_]{8}")
 # a slice (slice_file) or one being written (_cut: "<slice>.<pid>.<id>.tmp.wav")
 _SLICE_NAME = re.compile(r"[0-9a-f]{24}\.wav(\.[0-9]+\.[0-9]+\.tmp\.wav)?")
 
@@ -55,10 +56,22 @@ def slice_file(slice_dir: str, path: str, offset: float | None, duration: float 
     return os.path.join(slice_dir, hashlib.blake2b(key.encode(), digest_size=12).hexdigest() + ".wav")
 
 
+def host_tag() -> str:
+    """This host's tag in the names of `owned_folder`s: 8 hex digits of its host name's hash."""
+    return hashlib.blake2b(socket.gethostname().encode(), digest_size=4).hexdigest()
+
+
+def owned_folder(prefix: str, parent: str | os.PathLike | None = None) -> str:
+    """A new, empty folder `<prefix><host tag>-<pid>-<random>` in `parent` (default: the system's temp
+    folder), named after this host and process so that `remove_orphaned_folders` can tell when its
+    owner is gone."""
+    return tempfile.mkdtemp(prefix=f"{prefix}{host_tag()}-{os.getpid()}-", dir=parent)
+
+
 def slice_folder(temp_dir: str | None = None) -> str:
-    """A new, empty folder for this process's slices in `temp_dir` (default: the system's temp folder),
-    named after this process so that `remove_orphaned_slice_folders` can tell when its owner is gone."""
-    return tempfile.mkdtemp(prefix=f"{SLICE_FOLDER_PREFIX}{os.getpid()}-", dir=temp_dir)
+    """A new, empty folder for this process's slices (a Ray actor's) in `temp_dir` (default: the system's
+    temp folder)."""
+    return owned_folder(SLICE_FOLDER_PREFIX, temp_dir)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -71,29 +84,36 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _orphaned_files(folder: str) -> list[str] | None:
-    """The slice files in `folder`, or None if it holds anything else."""
-    names = []
+def slice_files(folder: str | os.PathLike) -> list[str] | None:
+    """The slice files (`slice_file`, or being written by `_cut`) in `folder`, or None if it holds
+    anything else (another file, a folder, a link)."""
+    paths = []
     with os.scandir(folder) as entries:
         for entry in entries:
             if not (_SLICE_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False)):
                 return None
-            names.append(entry.path)
-    return names
+            paths.append(entry.path)
+    return paths
 
 
-def remove_orphaned_slice_folders(temp_dir: str | None = None) -> list[str]:
-    """Remove the slice folders (`slice_folder`) in `temp_dir` (default: the system's temp folder) left
-    by processes that are gone (see the module's docstring for what qualifies); returns those removed.
-    Never raises: a folder that cannot be read or removed is left, with a warning."""
-    temp_dir = temp_dir or tempfile.gettempdir()
+Contents = Callable[[str], "tuple[list[str], list[str]] | None"]
+
+
+def remove_orphaned_folders(parent: str | os.PathLike, prefix: str, contents: Contents) -> list[str]:
+    """Remove the `owned_folder`s of `prefix` in `parent` whose process is gone: the name matches
+    exactly (this host's tag, a pid, mkdtemp's 8 characters), that pid is no live process here, the
+    folder is this user's, and `contents(folder)` accounts for everything in it, as (files, subfolders
+    deepest first) to remove, or None when it holds anything else (then the folder is left). A pid
+    reused since keeps its folder until that process ends too. Returns the folders removed; never
+    raises: a folder that cannot be read or removed is left, with a warning."""
+    pattern = re.compile(re.escape(prefix) + re.escape(host_tag()) + r"-([1-9][0-9]{0,9})-[a-z0-9_]{8}")
     removed = []
     try:
-        with os.scandir(temp_dir) as entries:
+        with os.scandir(parent) as entries:
             candidates = [(e.path, int(m.group(1))) for e in entries
-                          if (m := _SLICE_FOLDER.fullmatch(e.name)) and e.is_dir(follow_symlinks=False)]
+                          if (m := pattern.fullmatch(e.name)) and e.is_dir(follow_symlinks=False)]
     except OSError as error:
-        log.warning("%s: cannot list it for orphaned slice folders (%s)", temp_dir, error)
+        log.warning("%s: cannot list it for orphaned sdscore folders (%s)", parent, error)
         return removed
     for folder, pid in candidates:
         if pid == os.getpid() or _pid_alive(pid):
@@ -101,19 +121,32 @@ def remove_orphaned_slice_folders(temp_dir: str | None = None) -> list[str]:
         try:
             if os.lstat(folder).st_uid != os.getuid():
                 continue
-            files = _orphaned_files(folder)
-            if files is None:
+            found = contents(folder)
+            if found is None:
                 continue
+            files, subfolders = found
             for path in files:
                 os.remove(path)
-            os.rmdir(folder)  # fails, leaving it, if anything appeared in it meanwhile
-        except FileNotFoundError:  # another actor of this node removed it first
+            for path in [*subfolders, folder]:
+                os.rmdir(path)  # fails, leaving it, if anything appeared in it meanwhile
+        except FileNotFoundError:  # another process removed it first
             continue
         except OSError as error:
-            log.warning("%s: cannot remove this orphaned slice folder (%s)", folder, error)
+            log.warning("%s: cannot remove this orphaned sdscore folder (%s)", folder, error)
             continue
         removed.append(folder)
     return removed
+
+
+def _only_slices(folder: str) -> tuple[list[str], list[str]] | None:
+    files = slice_files(folder)
+    return None if files is None else (files, [])
+
+
+def remove_orphaned_slice_folders(temp_dir: str | None = None) -> list[str]:
+    """Remove the slice folders (`slice_folder`) in `temp_dir` (default: the system's temp folder) of
+    processes that are gone, holding only slice files (`remove_orphaned_folders`)."""
+    return remove_orphaned_folders(temp_dir or tempfile.gettempdir(), SLICE_FOLDER_PREFIX, _only_slices)
 
 
 def _cut(slice_dir: str, item: Slice) -> tuple[str | None, str | None]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -28,6 +29,7 @@ from sdscore import storage
 from sdscore.corpus.validate import ERROR_COLUMN
 from sdscore.errors import SdscoreError
 from sdscore.progress import Progress, accepts_keyword
+from sdscore.runtime.audio_slices import owned_folder, remove_orphaned_folders, slice_files
 from sdscore.runtime.executors import Executor, make_executor
 from sdscore.runtime.manifest_windows import ManifestWindows
 from sdscore.runtime.object_lock import ObjectLock
@@ -196,15 +198,42 @@ def _abandon(output) -> None:
         log.warning("%s: could not delete this run's uncommitted shard attempts (%s)", output.parts, error)
 
 
+_MERGED = re.compile(r"\.merged-[a-z0-9_]{8}\.parquet")  # object_output's merged file (mkstemp)
+
+
+def _staged_files(folder: str) -> tuple[list[str], list[str]] | None:
+    """What a run writes in its staging folder (manifest.parquet, slices/ of slice files, an object
+    store's .merged-*.parquet) as (files, subfolders), or None if the folder holds anything else."""
+    files, subfolders = [], []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name == "slices" and entry.is_dir(follow_symlinks=False):
+                slices = slice_files(entry.path)
+                if slices is None:
+                    return None
+                files += slices
+                subfolders.append(entry.path)
+            elif entry.is_file(follow_symlinks=False) and (entry.name == "manifest.parquet"
+                                                           or _MERGED.fullmatch(entry.name)):
+                files.append(entry.path)
+            else:
+                return None
+    return files, subfolders
+
+
 @contextmanager
 def _staging_folder(out: Path | str) -> Iterator[str]:
-    """A temporary folder beside the output (for a staged copy of a non-Parquet manifest), or in the
-    system's temp folder for an output on an object store (also where its merged file is written
-    before its upload)."""
+    """A temporary folder beside the output (for a staged copy of a non-Parquet manifest, and the
+    slices it points at), or in the system's temp folder for an output on an object store (also where
+    its merged file is written before its upload). Named after this host and process (owned_folder);
+    a killed run's one for the same output name, on this host, is removed first (remove_orphaned_folders:
+    its process is gone and it holds only what a run writes there). Called with the output's lock held."""
     if isinstance(out, str):
-        staging = tempfile.mkdtemp(prefix=f"sdscore-{storage.basename(out)[:40]}.stage-")
+        parent, prefix = tempfile.gettempdir(), f"sdscore-{storage.basename(out)[:40]}.stage-"
     else:
-        staging = tempfile.mkdtemp(prefix=f".{out.name[:40]}.stage-", dir=out.parent)
+        parent, prefix = os.fspath(out.parent), f".{out.name[:40]}.stage-"
+    remove_orphaned_folders(parent, prefix, _staged_files)
+    staging = owned_folder(prefix, parent)
     try:
         yield staging
     finally:
