@@ -81,7 +81,10 @@ def test_cli_eval_reward_leaves_out_nonfinite_rewards_and_says_so(tmp_path, caps
                                            (1.0, float("-inf"), None), (None, None, "timeout")])]
     pl.DataFrame(rows).write_parquet(tmp_path / "results.parquet")
     pl.DataFrame([rows[0], rows[2], rows[4]]).write_parquet(tmp_path / "finite.parquet")
-    assert main(["eval", "reward", str(tmp_path / "results.parquet"), "--out", str(tmp_path / "m.json")]) == 0
+    assert main(["eval", "reward", str(tmp_path / "results.parquet"), "--out", str(tmp_path / "m.json"),
+                 "--report", str(tmp_path / "r.html")]) == 0
+    assert "2 rows with non-finite (NaN/inf) chosen_reward, rejected_reward excluded from the metrics: p1, p3" in \
+        (tmp_path / "r.html").read_text()  # the HTML report says it too
     err = " ".join(capsys.readouterr().err.split())
     assert "note: 2 rows with non-finite (NaN/inf) chosen_reward, rejected_reward excluded from the metrics: p1, p3" in err
     metrics = json.loads((tmp_path / "m.json").read_text())

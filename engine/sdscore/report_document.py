@@ -18,9 +18,10 @@ from typing import Any
 import polars as pl
 
 from sdscore.errors import SdscoreError
+from sdscore.metrics._inputs import nonfinite_note
 from sdscore.protocols.registry import PROTOCOLS
 from sdscore.report.html.document import read_metrics, write_report
-from sdscore.report.html.elements import Section
+from sdscore.report.html.elements import Note, Section
 from sdscore.report.html.embedding import AudioEmbedder
 from sdscore.report.html.items import ItemFinder, manifest_rows
 from sdscore.report.html.view_context import ViewContext
@@ -129,6 +130,9 @@ def protocol_section(
         raise SdscoreError(f"{metrics_path or 'METRICS.json'}: does not hold the metrics of `sdscore eval {protocol}` "
                            f"({problem}); give the METRICS.json that eval {protocol} wrote, or the --protocol of "
                            "the eval that wrote this one") from None
+    note = nonfinite_note(metrics)  # rows with NaN/inf scores that eval left out, as the CLI says on stderr
+    if note:
+        blocks = [Note(note.removeprefix("note: ")), *blocks]
     return Section(protocol, title or protocol, source or protocol, None if metrics_path is None else str(metrics_path),
                    headline, blocks, provenance)
 

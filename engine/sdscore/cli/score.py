@@ -185,34 +185,8 @@ def add_score_parser(sub, only: str | None = None) -> None:
     score.set_defaults(func=_cmd_score)
 
 
-def _nonfinite_reports(value, where: str = ""):
-    """(where, report) for every ``nonfinite_excluded`` entry of an eval's metrics, at any depth."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key == "nonfinite_excluded" and isinstance(item, dict):
-                yield where, item
-            else:
-                yield from _nonfinite_reports(item, f"{where}/{key}" if where else str(key))
-    elif isinstance(value, list):
-        for item in value:
-            yield from _nonfinite_reports(item, where)
-
-
-def nonfinite_note(metrics: dict, shown: int = 5) -> str | None:
-    """One line for stderr: how many rows held NaN/±inf scores, left out of the metrics, and their first ids."""
-    reports = list(_nonfinite_reports(metrics))
-    if not reports:
-        return None
-    n = sum(report["n_rows"] for _, report in reports)
-    ids = [i for _, report in reports for i in report["ids"]][:shown]
-    columns = sorted({c for _, report in reports for c in report.get("columns", {})})
-    places = sorted({where for where, _ in reports if where})
-    return (f"note: {n} row{'s' if n != 1 else ''} with non-finite (NaN/inf) {', '.join(columns)} excluded from "
-            f"the metrics{' (' + ', '.join(places) + ')' if places else ''}: {', '.join(ids)}"
-            f"{', ...' if n > len(ids) else ''} (see nonfinite_excluded in the metrics JSON)")
-
-
 def _cmd_eval(args: argparse.Namespace) -> int:
+    from sdscore.metrics._inputs import nonfinite_note
     from sdscore.output_paths import seal_folder
 
     plan = output_plan(args, "sdscore eval")
@@ -225,7 +199,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     eval_options = entry.eval_options_module()  # the options only this kind has (see add_eval_parser)
     options = {} if eval_options is None else eval_options.eval_settings(args)
     metrics = entry.evaluate_files(args.results, out, plot=plot, seed=getattr(args, "seed", 0), **options)
-    note = nonfinite_note(metrics)
+    note = nonfinite_note(metrics)  # rows whose scores are NaN/inf, left out of the metrics: one line, never silent
     if note:
         console.print(note, markup=False, highlight=False, soft_wrap=True)
     if plot is not None and entry.plot_folder and plot.is_dir():

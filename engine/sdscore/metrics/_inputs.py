@@ -128,3 +128,30 @@ def nonfinite_report(frame: pl.DataFrame, columns: Sequence[str], id_columns: Se
     ids = ["/".join(str(frame[c][int(p)]) for c in keys) if keys else f"row {int(p) + 1}" for p in positions]
     per_column = {c: int(_column_nonfinite(frame, c).sum()) for c in columns}
     return {"n_rows": int(mask.sum()), "ids": ids, "columns": {c: n for c, n in per_column.items() if n}}
+
+
+def _nonfinite_reports(value, where: str = ""):
+    """(where, report) for every ``nonfinite_excluded`` entry of an eval's metrics, at any depth."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "nonfinite_excluded" and isinstance(item, dict):
+                yield where, item
+            else:
+                yield from _nonfinite_reports(item, f"{where}/{key}" if where else str(key))
+    elif isinstance(value, list):
+        for item in value:
+            yield from _nonfinite_reports(item, where)
+
+
+def nonfinite_note(metrics: dict, shown: int = 5) -> str | None:
+    """One line for stderr: how many rows held NaN/±inf scores, left out of the metrics, and their first ids."""
+    reports = list(_nonfinite_reports(metrics))
+    if not reports:
+        return None
+    n = sum(report["n_rows"] for _, report in reports)
+    ids = [i for _, report in reports for i in report["ids"]][:shown]
+    columns = sorted({c for _, report in reports for c in report.get("columns", {})})
+    places = sorted({where for where, _ in reports if where})
+    return (f"note: {n} row{'s' if n != 1 else ''} with non-finite (NaN/inf) {', '.join(columns)} excluded from "
+            f"the metrics{' (' + ', '.join(places) + ')' if places else ''}: {', '.join(ids)}"
+            f"{', ...' if n > len(ids) else ''} (see nonfinite_excluded in the metrics JSON)")
