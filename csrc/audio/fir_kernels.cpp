@@ -743,13 +743,6 @@ SDSCORE_TARGET_AVX512 void run_avx512(const FilterBank& bank, uint32_t rem, cons
   }
 }
 
-// SDSCORE_DISABLE_AVX512=1 keeps the AVX2 loops on an AVX-512 CPU (tests compare the two).
-bool use_avx512() {
-  const char* off = std::getenv("SDSCORE_DISABLE_AVX512");
-  if (off != nullptr && std::strcmp(off, "") != 0 && std::strcmp(off, "0") != 0) return false;
-  __builtin_cpu_init();
-  return use_avx2() && __builtin_cpu_supports("avx512f");
-}
 #endif
 
 FirKernels select_kernels() {
@@ -781,6 +774,17 @@ bool use_avx2() {
 #ifdef SDSCORE_HAVE_AVX2_KERNELS
   __builtin_cpu_init();
   return simd_allowed() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
+bool use_avx512() {
+#ifdef SDSCORE_HAVE_AVX2_KERNELS
+  const char* off = std::getenv("SDSCORE_DISABLE_AVX512");
+  if (off != nullptr && std::strcmp(off, "") != 0 && std::strcmp(off, "0") != 0) return false;
+  __builtin_cpu_init();
+  return use_avx2() && __builtin_cpu_supports("avx512f");
 #else
   return false;
 #endif

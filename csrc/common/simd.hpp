@@ -18,6 +18,10 @@ bool simd_allowed();
 // True when the CPU has AVX2 and FMA and simd_allowed().
 bool use_avx2();
 
+// True when use_avx2() and the CPU has AVX-512F, unless SDSCORE_DISABLE_AVX512 is set to something
+// other than "" or "0" (tests and benches run the AVX2 kernels on an AVX-512 CPU with it).
+bool use_avx512();
+
 #ifdef SDSCORE_HAVE_AVX2_KERNELS
 // In place: rows r[0..8) of an 8 x 8 block become its columns.
 SDSCORE_TARGET_AVX2 inline void transpose8(__m256 r[8]) {

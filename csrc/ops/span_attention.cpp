@@ -137,13 +137,6 @@ struct V {
 }  // namespace avx512
 #pragma GCC diagnostic pop
 
-// SDSCORE_DISABLE_AVX512=1 keeps the AVX2 kernel on an AVX-512 CPU (as the FIR and LSTM kernels).
-bool span_avx512_allowed() {
-  const char* off = std::getenv("SDSCORE_DISABLE_AVX512");
-  if (off != nullptr && std::strcmp(off, "") != 0 && std::strcmp(off, "0") != 0) return false;
-  __builtin_cpu_init();
-  return use_avx2() && __builtin_cpu_supports("avx512f");
-}
 #endif
 
 // The vector kernel for head size D on this CPU and the instruction set's name; a null kernel
@@ -155,7 +148,7 @@ struct Pick {
 
 Pick pick(size_t D) {
 #ifdef SDSCORE_HAVE_AVX2_KERNELS
-  static const bool avx512 = span_avx512_allowed();
+  static const bool avx512 = use_avx512();  // SDSCORE_DISABLE_AVX512=1: the AVX2 kernel
   if (avx512) {
     if (const HeadFn f = avx512::head_for(D)) return {f, "avx512f"};
   }

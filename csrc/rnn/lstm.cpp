@@ -117,20 +117,13 @@ constexpr int kRows = 6;  // 24 accumulators + 4 weight vectors + a broadcast in
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
 
-// SDSCORE_DISABLE_AVX512=1 keeps the AVX2 loops on an AVX-512 CPU (as the FIR kernels).
-bool avx512_allowed() {
-  const char* off = std::getenv("SDSCORE_DISABLE_AVX512");
-  if (off != nullptr && std::strcmp(off, "") != 0 && std::strcmp(off, "0") != 0) return false;
-  __builtin_cpu_init();
-  return use_avx2() && __builtin_cpu_supports("avx512f");
-}
 #endif
 
 enum class Isa { kGeneric, kAvx2, kAvx512 };
 
 Isa pick(size_t hidden) {
 #ifdef SDSCORE_LSTM_VECTOR_KERNELS
-  static const bool avx512 = avx512_allowed();
+  static const bool avx512 = use_avx512();
   if (avx512 && hidden % 16 == 0) return Isa::kAvx512;
   if (use_avx2() && hidden % 8 == 0) return Isa::kAvx2;
 #endif
