@@ -55,6 +55,21 @@ def test_missing_files_columns_and_unreadable_files_are_named(tmp_path):
         read_results(tmp_path / "r.xlsx", COLUMNS)
 
 
+@pytest.mark.parametrize("protocol", ["reward", "judge", "consistency", "naturalness"])
+def test_eval_names_a_folder_or_a_fifo_given_as_results(tmp_path, capsys, protocol):
+    import os
+
+    from sdscore.cli import main
+
+    (tmp_path / "folder.parquet").mkdir()
+    os.mkfifo(tmp_path / "pipe.parquet")  # never opened: reading it would wait for a writer
+    for name, message in (("folder.parquet", "a folder, not a results file"),
+                          ("pipe.parquet", "not a regular file (a FIFO, socket or device is not read)")):
+        assert main(["eval", protocol, str(tmp_path / name), "--out", str(tmp_path / "m.json")]) == 2
+        assert f"{name}: {message}" in " ".join(capsys.readouterr().err.split())
+    assert not (tmp_path / "m.json").exists()
+
+
 def test_eval_reads_results_other_tools_wrote(tmp_path, capsys):
     """`sdscore eval` on CSV results with text rewards, and on judge results without a cost column."""
     from sdscore.cli import main

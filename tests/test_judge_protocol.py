@@ -14,6 +14,7 @@ import pytest
 from judge_data import BLUEPRINTS, CAPITAL, COUNT, LABELS, RULE_ROWS, manifest
 
 from sdscore.corpus import write_manifest
+from sdscore.errors import ManifestError
 from sdscore.errors import JudgeError
 from sdscore.manifests import read_manifest
 from sdscore.metrics.fusion import JUDGE_LABELS, fuse
@@ -385,7 +386,7 @@ def test_run_score_and_run_eval_files(tmp_path, fake_blueprints):
     (tmp_path / "other" / "rule.parquet").write_bytes((tmp_path / "rule.parquet").read_bytes())
     with pytest.raises(ValueError, match=r"share the stem\(s\) \['rule'\]"):
         run_eval([tmp_path / "rule.parquet", tmp_path / "other" / "rule.parquet"], tmp_path / "x.json")
-    with pytest.raises(ValueError, match="no such results file"):
+    with pytest.raises(ManifestError, match="none.parquet: no such results file"):
         run_eval([tmp_path / "none.parquet"], tmp_path / "x.json")
 
 

@@ -48,6 +48,19 @@ def _typed(frame: pl.DataFrame, name: str, dtype: pl.DataType, source: str) -> p
         ) from None
 
 
+def check_results_file(path: str | os.PathLike) -> None:
+    """ManifestError unless path is a regular file: a folder, a FIFO (never opened: reading one would wait
+    for a writer), a socket or device, or nothing at all is named as such."""
+    source = os.fspath(path)
+    if os.path.isfile(source):
+        return
+    if os.path.isdir(source):
+        raise ManifestError(f"{source}: a folder, not a results file; give the results file itself")
+    if os.path.exists(source):
+        raise ManifestError(f"{source}: not a regular file (a FIFO, socket or device is not read); give a results file")
+    raise ManifestError(f"{source}: no such results file")
+
+
 def read_results(
     path: str | os.PathLike, columns: Mapping[str, pl.DataType], required: Sequence[str] = (),
     add_absent: bool = True, unique: Sequence[str] = (),
@@ -57,8 +70,7 @@ def read_results(
     unique: the key columns (the manifest's unique key) whose values may not repeat, as `score`
     refuses them; a key column the file lacks is left out of the key (none: no check)."""
     source = os.fspath(path)
-    if not os.path.isfile(source):
-        raise ManifestError(f"{source}: no such results file")
+    check_results_file(source)
     kind = _KINDS.get(Path(source).suffix.lower())
     if kind is None:
         raise ManifestError(f"{source}: cannot read results from {Path(source).suffix or '(no suffix)'!r}; "

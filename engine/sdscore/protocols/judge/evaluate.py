@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from sdscore.atomic_write import write_json
-from sdscore.corpus.results_file import read_results
+from sdscore.corpus.results_file import check_results_file, read_results
 from sdscore.metrics.agreement import (
     THREE_WAY_LABELS,
     TIE,
@@ -264,9 +264,8 @@ def run_eval(
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ValueError(f"results files share the stem(s) {repeated}; a judge is named by its file's stem")
-    for path in paths:
-        if not path.is_file():
-            raise ValueError(f"{path}: no such results file")
+    for path in paths:  # every file checked before any is read
+        check_results_file(path)
     columns = {**RESULT_SCHEMA, **dict.fromkeys(LABEL_COLUMNS, pl.String)}
     results = {name: read_results(path, columns, required=("item_id", "overall_pred"),
                                    unique=SPEC.unique_key) for name, path in zip(names, paths)}
