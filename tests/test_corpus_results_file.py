@@ -70,6 +70,26 @@ def test_eval_names_a_folder_or_a_fifo_given_as_results(tmp_path, capsys, protoc
     assert not (tmp_path / "m.json").exists()
 
 
+EMPTY_RESULTS = {  # the columns each eval requires, and no row
+    "reward": ({"pair_id": pl.String, "chosen_reward": pl.Float64, "rejected_reward": pl.Float64},
+               "the results hold no rows; there is nothing to evaluate"),
+    "consistency": ({"task": pl.String}, "the results hold no rows; there is nothing to evaluate"),
+    "arena": ({"model_a": pl.String, "model_b": pl.String, "winner": pl.String},
+              "holds no battles (no rows); there is nothing to rate"),
+}
+
+
+@pytest.mark.parametrize("protocol", sorted(EMPTY_RESULTS))
+def test_eval_of_results_without_rows_is_refused(tmp_path, capsys, protocol):
+    from sdscore.cli import main
+
+    schema, message = EMPTY_RESULTS[protocol]
+    pl.DataFrame(schema=schema).write_parquet(tmp_path / "empty.parquet")
+    assert main(["eval", protocol, str(tmp_path / "empty.parquet"), "--out", str(tmp_path / "m.json")]) == 2
+    assert f"empty.parquet: {message}" in " ".join(capsys.readouterr().err.split())
+    assert not (tmp_path / "m.json").exists()
+
+
 def test_eval_reads_results_other_tools_wrote(tmp_path, capsys):
     """`sdscore eval` on CSV results with text rewards, and on judge results without a cost column."""
     from sdscore.cli import main

@@ -17,6 +17,7 @@ import os
 import polars as pl
 
 from sdscore.atomic_write import write_json
+from sdscore.errors import ManifestError
 from sdscore.metrics._inputs import nonfinite_report
 from sdscore.metrics.battle_agreement import (
     inter_annotator_agreement,
@@ -131,6 +132,8 @@ def evaluate_arena(battles: pl.DataFrame, *, n_boot: int = 1000, seed: int = 0, 
 def run_eval(battles_path: str | os.PathLike, out_json: str | os.PathLike, **options) -> dict:
     """Read a battles manifest (or an audio judge's results), evaluate it and write METRICS.json atomically."""
     battles, notes = read_battles(battles_path)
+    if battles.height == 0:
+        raise ManifestError(f"{battles_path}: holds no battles (no rows); there is nothing to rate")
     metrics = {**evaluate_arena(battles, **options), **notes}
     write_json(out_json, metrics)
     return metrics

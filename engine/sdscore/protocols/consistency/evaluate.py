@@ -16,6 +16,7 @@ import polars as pl
 
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
+from sdscore.errors import ManifestError
 from sdscore.metrics._inputs import error_mask, nonfinite_mask, nonfinite_report
 from sdscore.metrics.consistency import consistency_summary, detection_accuracy, localization_summary
 from sdscore.metrics.position_bias import order_agreement, position_bias, position_shares
@@ -121,6 +122,8 @@ def without_nonfinite(results: pl.DataFrame) -> tuple[pl.DataFrame, dict | None]
 def _metrics_of(results_path: str | os.PathLike) -> tuple[dict, pl.DataFrame | None]:
     results = read_results(results_path, RESULTS, required=("task",),
                            unique=SPEC.unique_key)
+    if results.height == 0:
+        raise ManifestError(f"{results_path}: the results hold no rows; there is nothing to evaluate")
     n_rows = results.height
     results, nonfinite = without_nonfinite(results)
     metrics = evaluate_consistency(results)

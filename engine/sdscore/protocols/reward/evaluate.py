@@ -9,6 +9,7 @@ import polars as pl
 
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
+from sdscore.errors import ManifestError
 from sdscore.metrics._inputs import error_mask, nonfinite_mask, nonfinite_report
 from sdscore.metrics.preference import correct_column, margin_buckets, reward_summary
 from sdscore.protocols.reward.judge_positions import position_summary
@@ -73,6 +74,8 @@ def run_eval(
     """`sdscore eval reward`: metrics of a results Parquet as JSON (atomic), and the violin/box PNG when asked."""
     results = read_results(results_path, RESULT_COLUMNS, required=("chosen_reward", "rejected_reward"),
                            add_absent=False, unique=SPEC.unique_key)
+    if results.height == 0:
+        raise ManifestError(f"{results_path}: the results hold no rows; there is nothing to evaluate")
     metrics = evaluate_reward(results)
     write_json(out_json, metrics)
     if plot_path is not None:
