@@ -411,3 +411,11 @@ def test_a_judge_returning_the_wrong_number_of_verdicts_is_refused():
     frame = manifest(RULE_ROWS[:2])
     with pytest.raises(JudgeError, match="judge short returned 1 verdicts for 2 items"):
         score_judge(frame, Short({"A": ("1", "1", "1"), "B": ("2", "2", "2")}, name="short"))
+
+
+def test_a_nonfinite_cost_is_refused_naming_the_items():
+    frames, _ = _random_results(5, n=20)
+    cost = pl.when(pl.col("item_id").is_in(["i003", "i007"])).then(float("nan")).otherwise(pl.col("cost"))
+    frames["weak"] = frames["weak"].with_columns(cost.alias("cost"))
+    with pytest.raises(ValueError, match=r"results of judge 'weak': cost is NaN or infinite on 2 rows \(i003, i007\)"):
+        evaluate_judges(frames, n_boot=20)

@@ -262,3 +262,12 @@ def test_eval_leaves_out_rows_with_nonfinite_scores_and_says_so(tmp_path, capsys
     rest = run_eval(tmp_path / "rest.parquet", tmp_path / "rest.json")
     for key in ("detection", "localization", "discrimination", "threshold_sweep"):
         assert got[key] == rest[key]
+
+
+def test_eval_refuses_a_nonfinite_cost_naming_the_row(tmp_path):
+    results = score_consistency(TOY, TableEmbedder(), "pairwise").with_columns(
+        pl.Series("cost", [0.01, float("inf"), 0.02], dtype=pl.Float64))
+    write_manifest(results, tmp_path / "r.parquet")
+    with pytest.raises(ValueError, match=r"consistency results: cost is NaN or infinite on 1 row \(toy/d2\)"):
+        run_eval(tmp_path / "r.parquet", tmp_path / "m.json")
+    assert not (tmp_path / "m.json").exists()

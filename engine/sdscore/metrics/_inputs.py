@@ -155,3 +155,14 @@ def nonfinite_note(metrics: dict, shown: int = 5) -> str | None:
     return (f"note: {n} row{'s' if n != 1 else ''} with non-finite (NaN/inf) {', '.join(columns)} excluded from "
             f"the metrics{' (' + ', '.join(places) + ')' if places else ''}: {', '.join(ids)}"
             f"{', ...' if n > len(ids) else ''} (see nonfinite_excluded in the metrics JSON)")
+
+
+def refuse_nonfinite(frame: pl.DataFrame, column: str, id_columns: Sequence[str], what: str) -> None:
+    """ValueError naming the rows (their ids) whose ``column`` is NaN/±inf: for values that are summed
+    (a cost), where leaving a row out would misstate the total and keeping it would write NaN."""
+    report = nonfinite_report(frame, (column,), id_columns)
+    if report is not None:
+        more = f" and {report['n_rows'] - len(report['ids'])} more" if report["n_rows"] > len(report["ids"]) else ""
+        raise ValueError(f"{what}: {column} is NaN or infinite on {report['n_rows']} row"
+                         f"{'s' if report['n_rows'] != 1 else ''} ({', '.join(report['ids'])}{more}); "
+                         f"give a finite {column} or none (null)")

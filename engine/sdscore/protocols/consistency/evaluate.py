@@ -17,7 +17,7 @@ import polars as pl
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import read_results
 from sdscore.errors import ManifestError
-from sdscore.metrics._inputs import error_mask, nonfinite_mask, nonfinite_report
+from sdscore.metrics._inputs import error_mask, nonfinite_mask, nonfinite_report, refuse_nonfinite
 from sdscore.metrics.consistency import consistency_summary, detection_accuracy, localization_summary
 from sdscore.metrics.position_bias import order_agreement, position_bias, position_shares
 from sdscore.protocols.consistency.choices import METHODS
@@ -105,6 +105,7 @@ def evaluate_consistency(results: pl.DataFrame) -> dict:
     summary["threshold"] = thresholds[0] if summary["method"] is not None and len(thresholds) else None
     summary["options"] = option_summary(results)
     if "cost" in results.columns and results["cost"].drop_nulls().len():
+        refuse_nonfinite(results, "cost", SPEC.unique_key, "consistency results")
         summary["cost"] = float(results["cost"].drop_nulls().sum())
     return summary
 

@@ -26,6 +26,7 @@ import polars as pl
 
 from sdscore.atomic_write import write_json
 from sdscore.corpus.results_file import check_results_file, read_results
+from sdscore.metrics._inputs import refuse_nonfinite
 from sdscore.metrics.agreement import (
     THREE_WAY_LABELS,
     TIE,
@@ -208,6 +209,7 @@ def evaluate_judges(
         if mode not in LABEL_MODES:
             raise ValueError(f"unknown label mode {mode!r} for judge {name!r}; expected one of {list(LABEL_MODES)}")
         _check_predictions(name, frames[name], mode)
+        refuse_nonfinite(frames[name], "cost", SPEC.unique_key, f"results of judge {name!r}")
     has_overall = np.array([t is not None for t in truth["overall"]])
     if not has_overall.any():
         raise ValueError("no item has a human overall label")
