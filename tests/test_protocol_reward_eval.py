@@ -86,7 +86,8 @@ def test_cli_eval_reward_leaves_out_nonfinite_rewards_and_says_so(tmp_path, caps
     assert "2 rows with non-finite (NaN/inf) chosen_reward, rejected_reward excluded from the metrics: p1, p3" in \
         (tmp_path / "r.html").read_text()  # the HTML report says it too
     err = " ".join(capsys.readouterr().err.split())
-    assert "note: 2 rows with non-finite (NaN/inf) chosen_reward, rejected_reward excluded from the metrics: p1, p3" in err
+    assert ("note: 2 rows with non-finite (NaN/inf) chosen_reward, rejected_reward excluded from the metrics: "
+            "p1, p3") in err
     metrics = json.loads((tmp_path / "m.json").read_text())
     assert metrics["nonfinite_excluded"] == {"n_rows": 2, "ids": ["p1", "p3"],
                                              "columns": {"chosen_reward": 1, "rejected_reward": 1}}
