@@ -1,4 +1,4 @@
-"""Whisper ASR throughput: sdscore's batched WhisperAsr vs model.generate per file, large-v3 shapes.
+"""Whisper ASR throughput: batched WhisperAsr vs model.generate per file (large-v3 shapes on CUDA, base on CPU).
 
 The model is a random-weight Whisper in the Hugging Face layout with Whisper-large-v3's shapes
 (32 + 32 layers of 1280, 20 heads, FFN 5120, 128 mel bins, 51866-token vocabulary: 1.55 B
@@ -25,7 +25,9 @@ argmax of a random model; on the CPU in fp32 they agree).
 
 Clips: the seeded TTS clips bench/serve.py renders (.whl/tts on the GPU machine), rewritten at
 16 kHz first so no side resamples, cycled to --files files (32 by default; --quick 4).
---quick without CUDA runs a tiny Whisper shape on the CPU (the script's rehearsal).
+Without CUDA the model has Whisper-base's shapes (74 M parameters, fp32, 8 files; large-v3 in fp32 would need
+~25 GiB and ~20 s of 2-core CPU per file's encoder: asked for with --shape large-v3, it is refused up front where
+the memory is not there), and --quick runs a tiny shape (the script's rehearsal).
 """
 
 from __future__ import annotations
@@ -45,11 +47,22 @@ from common import interleaved_rounds, parser, rate_row, render_tts, report  # n
 LARGE_V3 = {"d_model": 1280, "encoder_layers": 32, "decoder_layers": 32, "encoder_attention_heads": 20,
             "decoder_attention_heads": 20, "encoder_ffn_dim": 5120, "decoder_ffn_dim": 5120, "num_mel_bins": 128,
             "vocab_size": 51866, "max_source_positions": 1500, "max_target_positions": 448}
+#: Whisper-base (openai/whisper-base config.json): 74 M parameters, the shape a CPU run measures
+#: (large-v3 in fp32 needs two 6.2 GB copies and ~20 s of 2-core CPU per file's encoder)
+BASE = {**LARGE_V3, "d_model": 512, "encoder_layers": 6, "decoder_layers": 6, "encoder_attention_heads": 8,
+        "decoder_attention_heads": 8, "encoder_ffn_dim": 2048, "decoder_ffn_dim": 2048, "num_mel_bins": 80,
+        "vocab_size": 51865}
 #: a tiny Whisper for the CPU rehearsal (--quick without CUDA)
 TINY = {**LARGE_V3, "d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 2,
         "decoder_attention_heads": 2, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128}
 #: large-v3's alignment heads (generation_config.json): word timings come from these
 ALIGNMENT_HEADS = [[7, 0], [10, 17], [12, 18], [13, 12], [16, 1], [17, 14], [19, 11], [21, 4], [24, 1], [25, 6]]
+#: whisper-base's (generation_config.json)
+BASE_ALIGNMENT_HEADS = [[3, 1], [4, 2], [4, 3], [4, 7], [5, 1], [5, 2], [5, 4], [5, 6]]
+#: --shape NAME -> (shape, label, alignment heads)
+SHAPES = {"large-v3": (LARGE_V3, "Whisper-large-v3-shaped", ALIGNMENT_HEADS),
+          "base": (BASE, "Whisper-base-shaped", BASE_ALIGNMENT_HEADS),
+          "tiny": (TINY, "tiny Whisper (CPU rehearsal)", ALIGNMENT_HEADS)}
 RATE = 16000
 
 
@@ -75,7 +88,8 @@ def whisper_tokenizer(vocab_size: int):
     return tokenizer, {s: tokenizer.convert_tokens_to_ids(s) for s in specials}
 
 
-def build_whisper(folder: Path, shape: dict, tokens: int, device: str, dtype: torch.dtype) -> Path:
+def build_whisper(folder: Path, shape: dict, tokens: int, device: str, dtype: torch.dtype,
+                  alignment_heads: list[list[int]] = ALIGNMENT_HEADS) -> Path:
     """Write a random-weight Whisper of `shape` in the HF layout into folder; every decode emits
     exactly `tokens` text tokens (specials suppressed, min_new_tokens = tokens)."""
     import transformers
@@ -87,7 +101,7 @@ def build_whisper(folder: Path, shape: dict, tokens: int, device: str, dtype: to
     torch.manual_seed(0)
     with torch.device(device):
         model = transformers.WhisperForConditionalGeneration._from_config(config, dtype=dtype).eval()
-    heads = [h for h in ALIGNMENT_HEADS if h[0] < shape["decoder_layers"] and h[1] < shape["decoder_attention_heads"]]
+    heads = [h for h in alignment_heads if h[0] < shape["decoder_layers"] and h[1] < shape["decoder_attention_heads"]]
     model.generation_config = transformers.GenerationConfig(
         decoder_start_token_id=sot, eos_token_id=eos, pad_token_id=eos, bos_token_id=eos,
         max_length=shape["max_target_positions"], is_multilingual=True, lang_to_id={"<|en|>": ids["<|en|>"]},
@@ -152,19 +166,52 @@ class PerFile:
         return out
 
 
+def parameters(shape: dict) -> int:
+    """Parameters of a Whisper of `shape` (weights and biases of both stacks, embeddings, no LM head:
+    it is tied), within 1 % of transformers' count."""
+    d, ffn, vocab = shape["d_model"], shape["encoder_ffn_dim"], shape["vocab_size"]
+    attention, mlp, norms = 4 * d * d + 4 * d, 2 * d * ffn + ffn + d, 2 * d
+    encoder = shape["encoder_layers"] * (attention + mlp + 2 * norms) + 3 * shape["num_mel_bins"] * d + 3 * d * d
+    decoder = shape["decoder_layers"] * (2 * attention + mlp + 3 * norms)
+    positions = (shape["max_source_positions"] + shape["max_target_positions"]) * d
+    return encoder + decoder + vocab * d + positions
+
+
+def refuse_if_too_big(shape: dict, dtype: torch.dtype, device: str) -> None:
+    """On the CPU the bench holds the model three times at its peak (the copy it writes, ours and the
+    peer's loads) plus the written file in the temp folder: refuse up front, with the figure, where
+    that exceeds the memory available, instead of being killed by the kernel mid-run."""
+    if device.startswith("cuda"):
+        return
+    try:
+        available = next(int(line.split()[1]) * 1024 for line in open("/proc/meminfo")
+                         if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration):
+        return
+    need = 4 * parameters(shape) * torch.empty(0, dtype=dtype).element_size()
+    if need > 0.8 * available:
+        raise SystemExit(f"bench/asr.py: this shape needs about {need / 2**30:.1f} GiB on the CPU (three copies of "
+                         f"the model and its file) but {available / 2**30:.1f} GiB are available; use --shape base "
+                         f"or a CUDA device")
+
+
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--device", default=None, help="cuda (default when available) or cpu")
-    p.add_argument("--files", type=int, default=None, help="files per round (default 32; --quick 8)")
+    p.add_argument("--files", type=int, default=None,
+                   help="files per round (default 32 on CUDA, 8 on the CPU; --quick 4)")
+    p.add_argument("--shape", choices=sorted(SHAPES), default=None,
+                   help="model shape (default: large-v3 on CUDA, base on the CPU, tiny with --quick on the CPU)")
     p.add_argument("--tokens", type=int, default=None, help="text tokens decoded per file, both sides (default 24)")
     args = p.parse_args()
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("bench/asr.py: --device cuda but torch sees no CUDA device")
-    large = device.startswith("cuda") or not args.quick
-    shape, label = (LARGE_V3, "Whisper-large-v3-shaped") if large else (TINY, "tiny Whisper (CPU rehearsal)")
-    dtype = torch.float16 if device.startswith("cuda") else torch.float32
-    n_files = args.files or (4 if args.quick else 32)
+    cuda = device.startswith("cuda")
+    shape, label, heads = SHAPES[args.shape or ("large-v3" if cuda else "tiny" if args.quick else "base")]
+    dtype = torch.float16 if cuda else torch.float32
+    refuse_if_too_big(shape, dtype, device)
+    n_files = args.files or (4 if args.quick else 32 if cuda else 8)
     tokens = args.tokens or (4 if args.quick else 24)
     rounds = args.repeats or 3
     warnings.filterwarnings("ignore")
@@ -181,7 +228,7 @@ def main() -> None:
         clips = at_16k(render_tts(folder, 24, (4, 14), 4, "clip"))  # bench/serve.py's clips
         paths = [clips[i % len(clips)] for i in range(n_files)]
         t0 = time.perf_counter()
-        build_whisper(folder / "whisper", shape, tokens, device, dtype)
+        build_whisper(folder / "whisper", shape, tokens, device, dtype, heads)
         built = time.perf_counter() - t0
         t0 = time.perf_counter()
         asr = make_asr("whisper", model_dir=str(folder / "whisper"), device=device, language="en",
