@@ -126,34 +126,40 @@ def peer_loop(model: RewardModel, pairs: Sequence[tuple[Episode, Episode]]) -> n
     return np.array([[one(c), one(r)] for c, r in pairs])
 
 
-_WORKER: dict[str, RewardModel] = {}
+_WORKER: dict[str, object] = {}
 
 
-def _worker_start(ckpt: str, base: str, ready) -> None:
+def _worker_start(ckpt: str, base: str, max_batch: int, ready) -> None:
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
-    _WORKER["model"] = load_reward_model(ckpt, base=base)
+    _WORKER["model"] = load_reward_model(ckpt, base=base or None)
+    _WORKER["scorer"] = scorer_with_sharing(_WORKER["model"], True, device="cpu", max_batch=max_batch)
     ready.wait()
 
 
-def _worker_loop(pairs: list[tuple[Episode, Episode]]) -> np.ndarray:
+def _worker_loop(batched: bool, pairs: list[tuple[Episode, Episode]]) -> np.ndarray:
+    if batched:
+        return ours(_WORKER["scorer"], pairs)
     return peer_loop(_WORKER["model"], pairs)
 
 
 class ProcessLoop:
-    """Peer (b) in `processes` spawned worker processes, each with its own copy of the checkpoint
-    at ckpt/base and one torch thread; `run` splits the pairs evenly and returns scores in order."""
+    """Peer (b) — or ours, batched with prefix sharing, `run(pairs, batched=True)` — in `processes`
+    spawned worker processes, each with its own copy of the checkpoint at ckpt/base (base None: a
+    folder that needs none, e.g. the compact model) and one torch thread; `run` splits the pairs
+    evenly and returns scores in order."""
 
-    def __init__(self, ckpt: str | Path, base: str | Path, processes: int):
+    def __init__(self, ckpt: str | Path, base: str | Path | None, processes: int, max_batch: int = 8):
         context = multiprocessing.get_context("spawn")
         ready = context.Barrier(processes + 1)
         self.processes = processes
-        self.pool = context.Pool(processes, initializer=_worker_start, initargs=(str(ckpt), str(base), ready))
+        self.pool = context.Pool(processes, initializer=_worker_start,
+                                 initargs=(str(ckpt), "" if base is None else str(base), max_batch, ready))
         ready.wait()  # every worker has loaded its model: the timed calls start warm
 
-    def run(self, pairs: Sequence[tuple[Episode, Episode]]) -> np.ndarray:
+    def run(self, pairs: Sequence[tuple[Episode, Episode]], batched: bool = False) -> np.ndarray:
         chunks = [list(c) for c in np.array_split(np.arange(len(pairs)), self.processes) if len(c)]
-        parts = self.pool.map(_worker_loop, [[pairs[i] for i in c] for c in chunks], chunksize=1)
+        parts = self.pool.starmap(_worker_loop, [(batched, [pairs[i] for i in c]) for c in chunks], chunksize=1)
         return np.concatenate(parts)
 
     def close(self) -> None:
@@ -453,9 +459,10 @@ def _agreement(name: str, outputs: dict[str, np.ndarray], reference: str) -> Non
 
 
 def model_rows(name: str, model: RewardModel, pairs, rounds: int, max_batch: int, device: str,
-               authors_pairs: int, checkpoint: tuple[Path, Path] | None = None, full: bool = True) -> list[Row]:
-    """Ours (prefix sharing on and off) against peers (b), (c), (b) in N processes (CPU, when a
-    checkpoint is given and N > 1) and (a) on the first `authors_pairs` pairs; MFU rows when full.
+               authors_pairs: int, checkpoint: tuple[Path, Path | None] | None = None, full: bool = True) -> list[Row]:
+    """Ours (prefix sharing on and off) against peers (b), (c) when full, (b) in N one-thread processes
+    with ours run the same way (CPU, when a checkpoint is given and N > 1) and, when full, (a) on the
+    first `authors_pairs` pairs and MFU rows.
     Every run's scores are compared with the one-by-one loop's."""
     n = len(pairs)
     unit = "pairs/s"
@@ -465,17 +472,18 @@ def model_rows(name: str, model: RewardModel, pairs, rounds: int, max_batch: int
     outputs: dict[str, np.ndarray] = {}
     runs = {k: _keep(outputs, k, lambda s=s: ours(s, pairs)) for k, s in scorers.items()}
     runs["(b) loop"] = _keep(outputs, "(b) loop", lambda: peer_loop(model, pairs))
-    if not full:
-        seconds = interleaved_rounds(runs, rounds, sync=_sync(device))
-        _agreement(name, outputs, "(b) loop")
-        return [rate_row(f"{name}: {k} vs (b) one-by-one loop ({device})", unit, n, seconds[k], seconds["(b) loop"])
-                for k in scorers]
-    runs["(c) HF batched"] = _keep(outputs, "(c) HF batched", _hf_layers(model, lambda: hf_batched(model, pairs, max_batch)))
+    if full:
+        runs["(c) HF batched"] = _keep(outputs, "(c) HF batched",
+                                       _hf_layers(model, lambda: hf_batched(model, pairs, max_batch)))
     threads = torch.get_num_threads()
     procs = None
+    loop_procs, ours_procs = f"(b) loop x{threads} processes", f"ours, prefix sharing, x{threads} one-thread processes"
     if device == "cpu" and checkpoint is not None and threads > 1:
-        procs = ProcessLoop(*checkpoint, processes=threads)
-        runs[f"(b) loop x{threads} processes"] = _keep(outputs, f"(b) loop x{threads} processes", lambda: procs.run(pairs))
+        # the strongest CPU peer (the loop in one-thread processes), and ours run the same way
+        # (what `--executor processes --workers N` does), so each side gets its best layout
+        procs = ProcessLoop(*checkpoint, processes=threads, max_batch=max_batch)
+        runs[loop_procs] = _keep(outputs, loop_procs, lambda: procs.run(pairs))
+        runs[ours_procs] = _keep(outputs, ours_procs, lambda: procs.run(pairs, batched=True))
     try:
         seconds = interleaved_rounds(runs, rounds, sync=_sync(device))
     finally:
@@ -485,13 +493,17 @@ def model_rows(name: str, model: RewardModel, pairs, rounds: int, max_batch: int
     rows = []
     for k in scorers:
         rows.append(rate_row(f"{name}: {k} vs (b) one-by-one loop ({device})", unit, n, seconds[k], seconds["(b) loop"]))
-    for k in scorers:
-        rows.append(rate_row(f"{name}: {k} vs (c) HF batched, padded ({device})", unit, n, seconds[k],
-                             seconds["(c) HF batched"]))
-    if procs is not None:
-        peer = f"(b) loop x{threads} processes"
+    if full:
         for k in scorers:
-            rows.append(rate_row(f"{name}: {k} ({threads} threads) vs {peer}", unit, n, seconds[k], seconds[peer]))
+            rows.append(rate_row(f"{name}: {k} vs (c) HF batched, padded ({device})", unit, n, seconds[k],
+                                 seconds["(c) HF batched"]))
+    if procs is not None:
+        for k in scorers:
+            rows.append(rate_row(f"{name}: {k} ({threads} threads) vs {loop_procs}", unit, n, seconds[k],
+                                 seconds[loop_procs]))
+        rows.append(rate_row(f"{name}: {ours_procs} vs {loop_procs}", unit, n, seconds[ours_procs], seconds[loop_procs]))
+    if not full:
+        return rows
     dtype = next(model.parameters()).dtype
     rows += mfu_rows(name, useful_flops(model, prepared_items(model, pairs)), {k: seconds[k] for k in scorers}, device, dtype)
     rows += authors_rows(name, model, pairs[:authors_pairs], scorers, rounds, device)
@@ -599,7 +611,10 @@ def main() -> None:
             return paths_main(args, rounds, device, pairs[: 8 if args.quick else 32], Path(folder))
         compact = compact_model()
         rows = compact_forward_rows("compact demo model", compact, pairs, rounds, 16)
-        rows += model_rows("compact demo model", compact, pairs, rounds, 16, device, 0, full=False)
+        from sdscore.models.pretrained import default_model_dir
+
+        rows += model_rows("compact demo model", compact, pairs, rounds, 16, device, 0,
+                           checkpoint=(default_model_dir(), None), full=False)
         qwen_pairs = pairs[: 8 if args.quick else 24]
         authors_pairs = 1 if args.quick else 6
         checkpoint = tiny_qwen_checkpoint(Path(folder))

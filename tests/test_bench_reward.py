@@ -132,8 +132,10 @@ def test_process_loop_gives_the_in_process_loop_scores(tmp_path):
     expected = bench.peer_loop(model, pairs)
     with bench.ProcessLoop(ckpt, base, processes=2) as procs:
         got = procs.run(pairs)
-    assert got.shape == (3, 2)
+        batched = procs.run(pairs, batched=True)  # ours, run the same way
+    assert got.shape == batched.shape == (3, 2)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(batched, expected, rtol=1e-5, atol=1e-5)
 
 
 def test_lm_flops_per_token_are_twice_the_3b_layers_matmul_weights():
