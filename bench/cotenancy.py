@@ -43,7 +43,7 @@ import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reward as bench_reward  # noqa: E402
-from common import cpu_model, parser, render_tts  # noqa: E402
+from common import cpu_model, measured_line, parser, render_tts  # noqa: E402
 from cotenant import Cotenant, contended_rounds, cotenancy_rows, load_note, report_cotenancy, verdict  # noqa: E402
 
 from sdscore import kernels  # noqa: E402
@@ -188,6 +188,7 @@ def main() -> None:
     args = cli.parse_args()
     rounds = args.repeats or (3 if args.quick else 5)
     print(setting_note())
+    print(measured_line())
     with Cotenant(args.core) as cotenant:
         if args.only in (None, "reward"):
             reward_table(cotenant, 12 if args.quick else 48, rounds, args.json)
