@@ -37,6 +37,7 @@ import copy
 import multiprocessing
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -132,7 +133,7 @@ _WORKER: dict[str, object] = {}
 def _worker_start(ckpt: str, base: str, max_batch: int, ready) -> None:
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
-    _WORKER["model"] = load_reward_model(ckpt, base=base or None)
+    _WORKER["model"] = load_reward_model(ckpt, base=base) if base else load_reward_model(ckpt)
     _WORKER["scorer"] = scorer_with_sharing(_WORKER["model"], True, device="cpu", max_batch=max_batch)
     ready.wait()
 
@@ -141,6 +142,10 @@ def _worker_loop(batched: bool, pairs: list[tuple[Episode, Episode]]) -> np.ndar
     if batched:
         return ours(_WORKER["scorer"], pairs)
     return peer_loop(_WORKER["model"], pairs)
+
+
+#: how long ProcessLoop waits for its workers to load their models
+STARTUP_SECONDS = 300
 
 
 class ProcessLoop:
@@ -155,7 +160,12 @@ class ProcessLoop:
         self.processes = processes
         self.pool = context.Pool(processes, initializer=_worker_start,
                                  initargs=(str(ckpt), "" if base is None else str(base), max_batch, ready))
-        ready.wait()  # every worker has loaded its model: the timed calls start warm
+        try:  # every worker has loaded its model: the timed calls start warm
+            ready.wait(timeout=STARTUP_SECONDS)
+        except threading.BrokenBarrierError:  # a worker failed to start (its traceback is above): the pool
+            self.pool.terminate()            # would respawn it forever
+            raise SystemExit(f"bench/reward.py: the {processes} worker processes did not all load {ckpt} within "
+                             f"{STARTUP_SECONDS} s (a failed worker's traceback is printed above)") from None
 
     def run(self, pairs: Sequence[tuple[Episode, Episode]], batched: bool = False) -> np.ndarray:
         chunks = [list(c) for c in np.array_split(np.arange(len(pairs)), self.processes) if len(c)]

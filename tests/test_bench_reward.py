@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
@@ -136,6 +137,28 @@ def test_process_loop_gives_the_in_process_loop_scores(tmp_path):
     assert got.shape == batched.shape == (3, 2)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(batched, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_process_loop_runs_the_compact_model_and_ours_batched(tmp_path):
+    """The compact model needs no base folder: its workers load it alone, and ours run batched in
+    them gives the one-by-one loop's scores (the quiet bench run hung on workers that could not load it)."""
+    from sdscore.models.pretrained import default_model_dir
+
+    model = bench.load_reward_model(default_model_dir())
+    pairs = []
+    for i in range(3):
+        context = (Turn("user", "hello there", _clip(tmp_path, f"u{i}.wav", 0.7 + 0.2 * i, i)),)
+        pairs.append((Episode(context + (Turn("assistant", "yes", _clip(tmp_path, f"c{i}.wav", 0.9, 10 + i)),), "modality", f"{i}/c"),
+                      Episode(context + (Turn("assistant", "no", _clip(tmp_path, f"r{i}.wav", 1.2, 20 + i)),), "modality", f"{i}/r")))
+    expected = bench.peer_loop(model, pairs)
+    with bench.ProcessLoop(default_model_dir(), None, processes=2, max_batch=16) as procs:
+        np.testing.assert_allclose(procs.run(pairs, batched=True), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_process_loop_whose_workers_cannot_load_fails_instead_of_hanging(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "STARTUP_SECONDS", 20)
+    with pytest.raises(SystemExit, match=r"the 2 worker processes did not all load .*missing within 20 s"):
+        bench.ProcessLoop(tmp_path / "missing", None, processes=2)
 
 
 def test_lm_flops_per_token_are_twice_the_3b_layers_matmul_weights():
