@@ -120,16 +120,22 @@ def test_audio_tower_flops_count_windows_not_the_300_s_buffer():
     assert bench.audio_tower_flops(config, 250) < bench.audio_tower_flops(config, 400)
 
 
-def test_process_loop_gives_the_in_process_loop_scores(tmp_path):
-    """Peer (b) in 2 worker processes (model loaded per process, pairs split evenly) returns the
-    one-by-one loop's scores, in pair order."""
-    ckpt, base = build_tiny_sdiareward(tmp_path / "ckpt", tmp_path / "base")
-    model = load_reward_model(ckpt, base=base)
+def _three_pairs(tmp_path):
+    """Three pairs sharing a one-turn spoken context, answers of different lengths."""
     pairs = []
     for i in range(3):
         context = (Turn("user", "hello there", _clip(tmp_path, f"u{i}.wav", 0.7 + 0.2 * i, i)),)
         pairs.append((Episode(context + (Turn("assistant", "yes", _clip(tmp_path, f"c{i}.wav", 0.9, 10 + i)),), "modality", f"{i}/c"),
                       Episode(context + (Turn("assistant", "no", _clip(tmp_path, f"r{i}.wav", 1.2, 20 + i)),), "modality", f"{i}/r")))
+    return pairs
+
+
+def test_process_loop_gives_the_in_process_loop_scores(tmp_path):
+    """Peer (b) in 2 worker processes (model loaded per process, pairs split evenly) returns the
+    one-by-one loop's scores, in pair order."""
+    ckpt, base = build_tiny_sdiareward(tmp_path / "ckpt", tmp_path / "base")
+    model = load_reward_model(ckpt, base=base)
+    pairs = _three_pairs(tmp_path)
     expected = bench.peer_loop(model, pairs)
     with bench.ProcessLoop(ckpt, base, processes=2) as procs:
         got = procs.run(pairs)
@@ -145,11 +151,7 @@ def test_process_loop_runs_the_compact_model_and_ours_batched(tmp_path):
     from sdscore.models.pretrained import default_model_dir
 
     model = bench.load_reward_model(default_model_dir())
-    pairs = []
-    for i in range(3):
-        context = (Turn("user", "hello there", _clip(tmp_path, f"u{i}.wav", 0.7 + 0.2 * i, i)),)
-        pairs.append((Episode(context + (Turn("assistant", "yes", _clip(tmp_path, f"c{i}.wav", 0.9, 10 + i)),), "modality", f"{i}/c"),
-                      Episode(context + (Turn("assistant", "no", _clip(tmp_path, f"r{i}.wav", 1.2, 20 + i)),), "modality", f"{i}/r")))
+    pairs = _three_pairs(tmp_path)
     expected = bench.peer_loop(model, pairs)
     with bench.ProcessLoop(default_model_dir(), None, processes=2, max_batch=16) as procs:
         np.testing.assert_allclose(procs.run(pairs, batched=True), expected, rtol=1e-5, atol=1e-5)
