@@ -30,7 +30,7 @@ import soxr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import sdscore.audio  # noqa: E402
-from common import MIN_ROUNDS, Row, cpu_model, interleaved_rounds, parser, rate_row, report  # noqa: E402
+from common import MIN_ROUNDS, Row, interleaved_rounds, parser, rate_row, report  # noqa: E402
 from sdscore import _core  # noqa: E402
 
 TARGET = 16000
@@ -66,12 +66,6 @@ def write_files(folder: Path, rate: int, count: int, rng: np.random.Generator) -
 def soundfile_soxr(path: str) -> np.ndarray:
     x, rate = sf.read(path, dtype="float32")
     return soxr.resample(x, rate, TARGET, quality="HQ")
-
-
-def machine_line() -> str:
-    """CPU model, the resampler's SIMD kernels and the load average when the rows were measured."""
-    load = " ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
-    return f"{cpu_model()}, {os.cpu_count()} CPUs, resampler kernels {_core.simd_isa()}, load average {load}"
 
 
 def thread_seconds(fn) -> float:
@@ -111,12 +105,12 @@ def main() -> None:
     repeats = args.repeats or 3
     threads = os.cpu_count() or 1
     rng = np.random.default_rng(0)
-    print(machine_line())
+    isa = _core.simd_isa()
     rounds = max(repeats, RESAMPLE_ROUNDS)
     resampled = resample_rows(10 if args.quick else 40, rounds, rng)
     if args.resample_only:
-        report(f"resampler per core: {10 if args.quick else 40} clips of 3-8 s per ratio, 1 thread each, "
-               f"median of {rounds} interleaved rounds", resampled, args.json,
+        report(f"resampler per core ({isa} kernels): {10 if args.quick else 40} clips of 3-8 s per ratio, "
+               f"1 thread each, median of {rounds} interleaved rounds", resampled, args.json,
                peers="soxr.resample(HQ) on 1 thread per clip, in this process")
         return
     rows: list[Row] = []
@@ -143,7 +137,8 @@ def main() -> None:
                                      timed["ours"], timed["librosa"]))
     rows += resampled
     report(f"audio: {count} files per rate, {threads} threads, median of {max(repeats, 3)} interleaved rounds; "
-           f"resampler rows per core, {10 if args.quick else 40} clips per ratio, {rounds} rounds", rows, args.json,
+           f"resampler rows per core ({isa} kernels), {10 if args.quick else 40} clips per ratio, {rounds} rounds",
+           rows, args.json,
            peers=f"soundfile + soxr HQ loop on 1 thread; the same on a {threads}-thread pool; librosa.load loop "
                  f"(its soxr_hq) on 1 thread; all in this process")
 

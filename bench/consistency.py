@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import sdscore  # noqa: F401  (first, as the CLI: its OpenMP wait policy must be set before torch loads)
 
-import datetime  # noqa: E402
 import multiprocessing  # noqa: E402
 import os  # noqa: E402
 import resource  # noqa: E402
@@ -39,7 +38,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Row, cpu_model, interleaved_rounds, parser, pool_threads, rate_row, render_tts, report  # noqa: E402
+from common import Row, interleaved_rounds, parser, pool_threads, rate_row, render_tts, report  # noqa: E402
 from cotenant import load_note  # noqa: E402
 
 from sdscore import _core, kernels  # noqa: E402
@@ -187,8 +186,8 @@ def ge2e_rows(paths: list[str], rounds: int) -> list[Row]:
         outputs[name] = result[0]
         cpu[name].append(result[1])
     try:
-        print(f"GE2E: {cpu_model()}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
-              f"{os.cpu_count()} CPUs; {n} files; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}")
+        print(f"GE2E: {n} files; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')} "
+              f"(machine, time and commit: the line under the table)")
         print(f"  ours: this process, {cores} forward workers of 1 thread each; pools {pool_threads()}")
         for line in peers.threads():
             print(f"  peer worker {line}")

@@ -75,12 +75,13 @@ def slice_folder(temp_dir: str | None = None) -> str:
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether `pid` is a live process on this host (another user's counts: PermissionError)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # alive, another user's
-        return True
+    except PermissionError:
+        pass
     return True
 
 
